@@ -527,6 +527,26 @@ static void test_blocked_signal_stays_blocked(void **state) {
   assert_int_equal(tl_rm_rf(dir), 0);
 }
 
+/* Standard error closed by the caller: the recording's segment must not
+ * take its number and receive the summary (QA, session 43: verify 1,
+ * "damaged", the summary line inside the .zst; exit 0). */
+static void test_closed_stderr(void **state) {
+  fixture f;
+  char dir[2048], rec[2200];
+  (void)state;
+  fixture_start(&f, 2, "");
+  assert_int_equal(tl_mkdtemp(dir, sizeof dir, "snap-closed"), 0);
+  snprintf(rec, sizeof rec, "%s/rec", dir);
+  /* cr_run's own redirections go to the `exit`, not to stackrec. */
+  if (cr_run("snapshot --fast --no-symcache -o '%s' --count 3 --interval 0 "
+             "%d 2>&- || exit $?", rec, (int)f.pid) != 0)
+    fail_msg("snapshot: %s", cr_out);
+  if (cr_run("verify '%s'", rec) != 0)
+    fail_msg("verify: %s", cr_out);
+  fixture_expect_ok(&f);
+  assert_int_equal(tl_rm_rf(dir), 0);
+}
+
 /* A process that exits while a series runs: exit 3, the pid named, and
  * the recording of the series has its clean end (QA: verify blamed the
  * process for being killed: "no clean end"). */
@@ -728,7 +748,7 @@ int main(void) {
                test_traced_already, test_thread_name_with_newline,
                test_main_thread_exited,
                test_signal_never_leaves_target_stopped,
-               test_blocked_signal_stays_blocked,
+               test_blocked_signal_stays_blocked, test_closed_stderr,
                test_process_exits_during_series, test_threads_vanishing,
                test_series_across_exec, test_container_binary_named));
 }

@@ -4,6 +4,7 @@
  * opening inputs, printing warnings, exit status. See cli.h.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "symbolize/symbolize.h" /* stkr__demangle_swift_missed */
 #include "proto/stkr_recover.h" /* stkr_recover_is_cache_name */
@@ -565,7 +567,21 @@ static int run_on_big_stack(int argc, char **argv) {
   return c.rc;
 }
 
+/* A standard descriptor the caller closed (`2>&-`) would be the number of
+ * the next file a command opens, and its messages would go into that file
+ * (QA, session 43: snapshot -o's summary inside its segment, which verify
+ * then called damaged). Each closed one is /dev/null for us, close-on-exec,
+ * so that the program `record` runs still finds it closed. */
+static void std_fds_hold(void) {
+  for (int fd = 0; fd <= 2; fd++)
+    if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+      int n = open("/dev/null", O_RDWR | O_CLOEXEC);
+      if (n >= 0 && n != fd) close(n); /* a lower one was free: not ours */
+    }
+}
+
 int main(int argc, char **argv) {
+  std_fds_hold();
   return stack_limit_raise() ? run_command(argc, argv)
                              : run_on_big_stack(argc, argv);
 }
