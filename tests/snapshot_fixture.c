@@ -14,6 +14,7 @@
  * spurious return (EINTR) while parked; then it releases every thread
  * (SIGUSR1 for poll/pause, the mutex, a flag), joins them within 10 s and
  * exits 0, or 1 with a line saying what was wrong.
+ * On a line "exec" it execs `sleep 10` instead, its threads parked.
  * With "churn" (argv[2]) one more thread creates and joins short-lived
  * threads all the time. Built with frame pointers and noinline so the
  * chains are exact.
@@ -213,7 +214,11 @@ int main(int argc, char **argv) {
                   pthread_create(&churn, NULL, churn_main, NULL) == 0;
   printf("ready %d\n", (int)getpid());
   fflush(stdout);
-  snap_main_wait(buf, sizeof buf);
+  ssize_t got = snap_main_wait(buf, sizeof buf);
+  /* "exec": become another program at once, every thread parked
+   * (test_exec_during_capture). */
+  if (got >= 4 && memcmp(buf, "exec", 4) == 0)
+    execl("/bin/sleep", "sleep", "10", (char *)NULL);
   int rc = check_and_exit(t, n);
   if (churning) pthread_join(churn, NULL);
   free(t);

@@ -43,7 +43,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -152,6 +154,94 @@ typedef struct stop_event {
   bool gone; /* the thread exited */
 } stop_event;
 
+/* ---- a target that execs during a capture ---------------------------------
+ * exec kills the process's other threads and waits, holding its
+ * cred_guard_mutex, until each is gone; a thread we trace is gone only
+ * once we reap it. Our PTRACE_SEIZE of the next thread waits for that
+ * mutex (ptrace_attach), and no signal ends that wait (the call restarts):
+ * with one of our interrupted threads killed by the exec, both waited for
+ * ever (QA, session 43: a target of 150 threads that exec'd, 5 hangs in 12
+ * series; only SIGKILL of stackrec freed it). So a helper thread, awake
+ * only while a capture runs, reaps our tracees' exits once a seize has
+ * waited REAP_AFTER_NS: the exec then ends, the seize returns (ESRCH), and
+ * wait_any hands the exits it reaped out as gone. It reaps exits only
+ * (WEXITED), never a stop. Any thread of the tracer's group may wait for
+ * its tracees (wait(2), __WALL). */
+#define REAP_AFTER_NS 20000000ull /* a seize takes microseconds */
+#define REAP_GONE_MAX 64          /* > IN_FLIGHT: only those are ours */
+
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t wake;
+  bool started, capturing; /* under lock */
+  pid_t gone[REAP_GONE_MAX]; /* under lock: reaped, not handed out yet */
+  size_t n_gone;
+  /* Written by the capturing thread around a seize (CLOCK_MONOTONIC ns,
+   * 0: none under way), read by the reaper. */
+  _Atomic uint64_t seize_since;
+} g_reap = {.lock = PTHREAD_MUTEX_INITIALIZER,
+            .wake = PTHREAD_COND_INITIALIZER};
+
+static void reap_exits(void) {
+  for (;;) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | __WALL) != 0 ||
+        si.si_pid == 0)
+      return;
+    pthread_mutex_lock(&g_reap.lock);
+    if (g_reap.n_gone < REAP_GONE_MAX) g_reap.gone[g_reap.n_gone++] = si.si_pid;
+    pthread_mutex_unlock(&g_reap.lock);
+  }
+}
+
+static void *reaper_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&g_reap.lock);
+  for (;;) {
+    while (!g_reap.capturing) pthread_cond_wait(&g_reap.wake, &g_reap.lock);
+    pthread_mutex_unlock(&g_reap.lock);
+    nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
+    uint64_t since =
+        atomic_load_explicit(&g_reap.seize_since, memory_order_relaxed);
+    if (since != 0 && now_ns(CLOCK_MONOTONIC) - since >= REAP_AFTER_NS)
+      reap_exits();
+    pthread_mutex_lock(&g_reap.lock);
+  }
+  return NULL;
+}
+
+/* A capture begins (on) or ends. The reaper is made at the first, with
+ * every signal blocked (they are the command thread's); without one (no
+ * thread to be had) a capture runs as before. */
+static void reaper_capture(bool on) {
+  pthread_mutex_lock(&g_reap.lock);
+  if (on && !g_reap.started) {
+    pthread_t t;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    g_reap.started = pthread_create(&t, NULL, reaper_main, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (g_reap.started) pthread_detach(t);
+  }
+  g_reap.capturing = on;
+  if (on)
+    pthread_cond_signal(&g_reap.wake);
+  else
+    g_reap.n_gone = 0; /* exits reaped after the capture: none of ours */
+  pthread_mutex_unlock(&g_reap.lock);
+}
+
+/* An exit the reaper took, if any: 0 or its tid. */
+static pid_t reaped_one(void) {
+  pid_t tid = 0;
+  pthread_mutex_lock(&g_reap.lock);
+  if (g_reap.n_gone > 0) tid = g_reap.gone[--g_reap.n_gone];
+  pthread_mutex_unlock(&g_reap.lock);
+  return tid;
+}
+
 /* Wait (at most until deadline_ns) for any tracee's stop or exit. SIGCHLD
  * (held, see hold_signals) says when a tracee stopped: sleep on it rather
  * than spin, which on a machine whose cores the target keeps busy would
@@ -163,7 +253,14 @@ static int wait_any(uint64_t deadline_ns, stop_event *ev) {
   sigaddset(&chld, SIGCHLD);
   for (;;) {
     int st;
-    pid_t r = waitpid(-1, &st, __WALL | WNOHANG);
+    pid_t r = reaped_one();
+    if (r > 0) {
+      ev->tid = r;
+      ev->sig = 0;
+      ev->gone = true;
+      return 0;
+    }
+    r = waitpid(-1, &st, __WALL | WNOHANG);
     if (r > 0) {
       ev->tid = r;
       ev->sig = 0;
@@ -360,8 +457,15 @@ static int start_next(capture *c) {
   while (c->next < c->out->n_threads) {
     size_t i = c->next++;
     stkr_snap_thread *t = &c->out->threads[i];
-    if (ptrace(PTRACE_SEIZE, t->tid, NULL, NULL) != 0) {
-      int e = errno;
+    /* With a thread of ours in flight, an exec can make this wait: see
+     * "a target that execs" above. */
+    if (c->in_flight > 0)
+      atomic_store_explicit(&g_reap.seize_since, now_ns(CLOCK_MONOTONIC),
+                            memory_order_relaxed);
+    long seized = ptrace(PTRACE_SEIZE, t->tid, NULL, NULL);
+    int e = errno;
+    atomic_store_explicit(&g_reap.seize_since, 0, memory_order_relaxed);
+    if (seized != 0) {
       if (e == ESRCH) { /* exited since the listing */
         c->done[i] = true;
         t->err = -ESRCH;
@@ -541,7 +645,9 @@ int stkr_snap_take(pid_t pid, const stkr_snap_map *maps, size_t n_maps,
   /* Catchable signals wait until every thread is let go (see the top). */
   hold_signals(&old_mask);
   bool raised = raise_priority(&old_policy, &old_param);
+  reaper_capture(true);
   rc = capture_all(&c);
+  reaper_capture(false);
   restore_priority(raised, old_policy, &old_param);
   sigprocmask(SIG_SETMASK, &old_mask, NULL);
   /* Keep the threads that were read, in listing order. */
