@@ -250,6 +250,13 @@ static void test_no_such_process(void **state) {
   assert_int_equal(cr_run("snapshot -o '%s/none' %d", g_tmp, (int)p), 3);
   assert_int_equal(cr_run("snapshot abc"), 2);
   assert_int_equal(cr_run("snapshot"), 2);
+  /* kthreadd (pid 2 outside a pid namespace): a kernel thread, not an
+   * exited process (QA, session 43). */
+  if (tl_system("grep -q '^kthreadd$' /proc/2/comm 2>/dev/null") == 0) {
+    assert_int_equal(cr_run("snapshot 2"), 3);
+    if (!strstr(cr_err, "process 2 is a kernel thread"))
+      fail_msg("snapshot 2: %s", cr_err);
+  }
 }
 
 /* Another user's process: as root, stackrec runs as nobody (setuid in a

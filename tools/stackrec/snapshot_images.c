@@ -207,6 +207,25 @@ static FILE *open_maps(pid_t pid, char *base, size_t cap) {
   return f;
 }
 
+/* Is pid a kernel thread (PF_KTHREAD in /proc/PID/stat's flags)? Its
+ * maps are empty as a zombie's are (QA, session 43: "it has exited" said
+ * of kthreadd). */
+static bool kernel_thread(pid_t pid) {
+  char path[64], st[1024];
+  unsigned long flags = 0;
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return false;
+  size_t n = fread(st, 1, sizeof st - 1, f);
+  fclose(f);
+  st[n] = '\0';
+  const char *p = strrchr(st, ')'); /* after the name, which may hold ')' */
+  /* ") S ppid pgrp session tty_nr tpgid flags" */
+  return p != NULL &&
+         sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) == 1 &&
+         (flags & 0x00200000ul) != 0; /* PF_KTHREAD */
+}
+
 int stkr_snap_images_read(pid_t pid, stkr_snap_images *im, bool with_images,
                           char *err, size_t err_cap) {
   char base[96], *line = NULL;
@@ -253,9 +272,13 @@ int stkr_snap_images_read(pid_t pid, stkr_snap_images *im, bool with_images,
   im->cap_maps = cap_map;
   if (rc == 0 && im->n_maps == 0) /* maps of a zombie, or not ours to read */
     rc = -ESRCH;
-  if (rc != 0) {
+  if (rc == -ESRCH && kernel_thread(pid))
+    snprintf(err, err_cap, "process %d is a kernel thread: it has no "
+             "user-space stack to snapshot", (int)pid);
+  else if (rc != 0)
     snprintf(err, err_cap, "cannot read the mappings of process %d: %s",
              (int)pid, rc == -ESRCH ? "it has exited" : strerror(-rc));
+  if (rc != 0) {
     if (with_images) stkr_snap_images_free(im);
   }
   return rc;
