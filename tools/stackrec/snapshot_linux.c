@@ -549,9 +549,11 @@ static int on_event(capture *c, const stop_event *ev) {
 
 /* Every in-flight thread is waited for and let go (bounded): the error
  * path leaves nothing stopped. A thread that never stops stays seized
- * until stackrec exits, which detaches it. */
-static void drain(capture *c) {
-  uint64_t deadline = now_ns(CLOCK_MONOTONIC) + STOP_TIMEOUT_NS;
+ * until stackrec exits, which detaches it. After a thread's timeout the
+ * others in flight were interrupted at most as long ago: a short wait
+ * (QA, session 43: a timeout took 4 s, its 2 and the drain's 2). */
+static void drain(capture *c, uint64_t wait_ns) {
+  uint64_t deadline = now_ns(CLOCK_MONOTONIC) + wait_ns;
   while (c->in_flight > 0) {
     stop_event ev;
     if (wait_any(deadline, &ev) != 0) break;
@@ -577,16 +579,17 @@ static int capture_all(capture *c) {
     }
     if (rc != 0 || c->in_flight == 0) break;
     /* The oldest interrupt bounds the wait. */
-    uint64_t oldest = c->t_int[0];
+    size_t oldest = 0;
     for (size_t f = 1; f < c->in_flight; f++)
-      if (c->t_int[f] < oldest) oldest = c->t_int[f];
+      if (c->t_int[f] < c->t_int[oldest]) oldest = f;
     stop_event ev;
-    int w = wait_any(oldest + STOP_TIMEOUT_NS, &ev);
+    int w = wait_any(c->t_int[oldest] + STOP_TIMEOUT_NS, &ev);
     if (w == -ETIMEDOUT) {
+      const stkr_snap_thread *t = &c->out->threads[c->slot_of[oldest]];
       rc = fail(c->err, c->err_cap, -ETIMEDOUT,
-                "process %d: a thread did not stop within 2 s "
+                "process %d: thread %d did not stop within 2 s "
                 "(uninterruptible sleep?); stackrec exits to release it",
-                (int)c->pid);
+                (int)c->pid, (int)t->tid);
       break;
     }
     if (w != 0) {
@@ -596,7 +599,7 @@ static int capture_all(capture *c) {
     }
     rc = on_event(c, &ev);
   }
-  if (rc != 0) drain(c);
+  if (rc != 0) drain(c, rc == -ETIMEDOUT ? 100000000u : STOP_TIMEOUT_NS);
   return rc;
 }
 
