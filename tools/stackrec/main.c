@@ -570,12 +570,15 @@ static int run_on_big_stack(int argc, char **argv) {
 /* A standard descriptor the caller closed (`2>&-`) would be the number of
  * the next file a command opens, and its messages would go into that file
  * (QA, session 43: snapshot -o's summary inside its segment, which verify
- * then called damaged). Each closed one is /dev/null for us, close-on-exec,
- * so that the program `record` runs still finds it closed. */
+ * then called damaged). Each closed one is /dev/null for us, opened the
+ * other way round (stdin for writing, stdout and stderr for reading, as
+ * gnulib's stdopen), so that using it still fails with EBADF as on a
+ * closed one (review: `export >&-` exited 0), and close-on-exec, so that
+ * the program `record` runs still finds it closed. */
 static void std_fds_hold(void) {
   for (int fd = 0; fd <= 2; fd++)
     if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
-      int n = open("/dev/null", O_RDWR | O_CLOEXEC);
+      int n = open("/dev/null", (fd == 0 ? O_WRONLY : O_RDONLY) | O_CLOEXEC);
       if (n >= 0 && n != fd) close(n); /* a lower one was free: not ours */
     }
 }
