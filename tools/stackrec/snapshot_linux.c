@@ -190,7 +190,11 @@ static void reap_exits(void) {
         si.si_pid == 0)
       return;
     pthread_mutex_lock(&g_reap.lock);
-    if (g_reap.n_gone < REAP_GONE_MAX) g_reap.gone[g_reap.n_gone++] = si.si_pid;
+    /* Not after the capture ended (reaper_capture(false) cleared the list):
+     * a tid used again by a thread of the next capture would read as gone
+     * while it is interrupted (review). */
+    if (g_reap.capturing && g_reap.n_gone < REAP_GONE_MAX)
+      g_reap.gone[g_reap.n_gone++] = si.si_pid;
     pthread_mutex_unlock(&g_reap.lock);
   }
 }
@@ -226,10 +230,8 @@ static void reaper_capture(bool on) {
     if (g_reap.started) pthread_detach(t);
   }
   g_reap.capturing = on;
-  if (on)
-    pthread_cond_signal(&g_reap.wake);
-  else
-    g_reap.n_gone = 0; /* exits reaped after the capture: none of ours */
+  g_reap.n_gone = 0; /* a capture hands out only its own threads' exits */
+  if (on) pthread_cond_signal(&g_reap.wake);
   pthread_mutex_unlock(&g_reap.lock);
 }
 
@@ -457,11 +459,13 @@ static int start_next(capture *c) {
   while (c->next < c->out->n_threads) {
     size_t i = c->next++;
     stkr_snap_thread *t = &c->out->threads[i];
-    /* With a thread of ours in flight, an exec can make this wait: see
-     * "a target that execs" above. */
-    if (c->in_flight > 0)
-      atomic_store_explicit(&g_reap.seize_since, now_ns(CLOCK_MONOTONIC),
-                            memory_order_relaxed);
+    /* With a thread of ours killed by an exec and not reaped, this can
+     * wait: see "a target that execs" above. Around every seize, not only
+     * with threads in flight: one whose stop was seen can be killed before
+     * its read, its detach then failing with ESRCH, and stay ours (review,
+     * session 43). */
+    atomic_store_explicit(&g_reap.seize_since, now_ns(CLOCK_MONOTONIC),
+                          memory_order_relaxed);
     long seized = ptrace(PTRACE_SEIZE, t->tid, NULL, NULL);
     int e = errno;
     atomic_store_explicit(&g_reap.seize_since, 0, memory_order_relaxed);
