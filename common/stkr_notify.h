@@ -150,7 +150,7 @@ static inline bool stkr_notify_send(const char *name, int err, const char *msg,
   return stkr_notify_send_as(name, (long)getpid(), NULL, err, msg, wait_ms);
 }
 
-/* The marks file of a recording directory: proto/stkr_reader.h's
+/* The marks file of a recording directory: proto/stkr_marks.h's
  * STKR_MARKS_FILE, the same name (test-record-setup.c's
  * test_notify_fallback reads a line written here back with the reader). */
 #define STKR_NOTIFY_MARKS_FILE "stackrec.marks"

@@ -247,7 +247,7 @@ struct  Stackrec__Config
  * No field marks it, so that every path that carries site names (session
  * files and recovery, merge, symbolize) carries marks unchanged. Marks set
  * from outside the process (`stackrec mark`) are lines of the directory's
- * marks file, "stackrec.marks" (format in proto/stkr_reader.h), not
+ * marks file, "stackrec.marks" (format in proto/stkr_marks.h), not
  * segments.
  */
 struct  Stackrec__SiteDef
