@@ -18,6 +18,17 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Under TSan (both suites): the busy thread's instrumented loop calls __tsan_* through the
+ * fixture's PLT all the time, and may be stopped in a PLT entry: its leaf
+ * is then an unnamed address of the fixture, snap_busy_inner next (the
+ * entry's CFA expression is evaluated: before, snap_busy_inner was lost,
+ * "['', 'snap_busy_outer', ...]" in CI, 2026-12-05). */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#else
+#define UNDER_TSAN 0
+#endif
+
 static char g_fixture[4096];
 static char g_tmp[4096];
 
