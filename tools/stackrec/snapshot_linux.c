@@ -177,7 +177,9 @@ static struct {
   pid_t gone[REAP_GONE_MAX]; /* under lock: reaped, not handed out yet */
   size_t n_gone;
   /* Written by the capturing thread around a seize (CLOCK_MONOTONIC ns,
-   * 0: none under way), read by the reaper. */
+   * 0: none under way), read by the reaper. Relaxed, paired with nothing:
+   * a time only, no data is published with it (a stale read delays or
+   * hastens one reap, which is always safe). */
   _Atomic uint64_t seize_since;
 } g_reap = {.lock = PTHREAD_MUTEX_INITIALIZER,
             .wake = PTHREAD_COND_INITIALIZER};
