@@ -233,6 +233,7 @@ static const stkr__fconfig k_defaults = {
             .symbolize = STKR_SYMBOLIZE_INPROC,
             .exit_ms = STKR__DEFAULT_EXIT_MS,
             .unwind = STKR_UNWIND_FP,
+            .stack_table_bytes = STKR__DEFAULT_STACK_TABLE_BYTES,
         },
 };
 
@@ -278,6 +279,11 @@ static int config_from_env(stkr__fconfig *c, const char **dir) {
                      &set)))
     return err;
   if (set) c->set.exit_ms = (unsigned)x;
+  if ((err = env_num("STACKREC_STACK_TABLE_BYTES", true,
+                     STKR__MIN_STACK_TABLE_BYTES, STKR__MAX_STACK_TABLE_BYTES,
+                     &x, &set)))
+    return err;
+  if (set) c->set.stack_table_bytes = x;
   if ((v = env("STACKREC_FORK")) != NULL) {
     if (strcasecmp(v, "disable") == 0) c->set.fork_mode = STKR_FORK_DISABLE;
     else if (strcasecmp(v, "follow") == 0) c->set.fork_mode = STKR_FORK_FOLLOW;
@@ -371,6 +377,10 @@ static int config_from_struct(const stkr_config *in, stkr__fconfig *c,
        in->unwind == STKR_UNWIND_FP || in->unwind == STKR_UNWIND_TABLES,
        "expected STKR_UNWIND_FP or STKR_UNWIND_TABLES");
   TAKE(exit_ms, in->exit_ms <= STKR__MAX_EXIT_MS, "above one minute");
+  TAKE(stack_table_bytes,
+       in->stack_table_bytes >= STKR__MIN_STACK_TABLE_BYTES &&
+           in->stack_table_bytes <= STKR__MAX_STACK_TABLE_BYTES,
+       "expected 64 KiB to 1 GiB");
 #undef TAKE
   return watched_from_struct(in->watched, c);
 }

@@ -103,7 +103,7 @@ static void apply_renames(stkr__thread *t, uint64_t pos) {
 static uint32_t full_record_stack(stkr__worker *w, stkr__thread *t,
                                   const stkr__record *r) {
   const stkr__record_full *f = stkr__record_as_full(r);
-  size_t known = w->stacks.count;
+  uint32_t known = stkr__stacktab_max_id(&w->stacks);
   uint32_t stack = stkr__stacktab_intern(
       &w->stacks, f->key[0], r->site_id, stkr__record_pcs(r), r->depth,
       (r->flags & STKR__REC_STACK_TRUNCATED) != 0);
@@ -156,6 +156,10 @@ static bool add_record(stkr__worker *w, stkr__thread *t,
    * copy and no probe of the stack table. */
   stack = stkr__record_known(r) ? t->w_slot_stack[r->slot]
                                 : full_record_stack(w, t, r);
+  /* 0 stays "unknown"; a mirror holds only this generation's ids (the
+   * renewal remaps them: drain_batch.c), so this is a guard, not a path. */
+  if (!stkr__stacktab_has(&w->stacks, stack))
+    stack = 0;
   if (stack) {
     stkr__stack *s = stkr__stacktab_get(&w->stacks, stack);
     /* Its strings and frames first: a reader resolves the stack's frames

@@ -48,12 +48,48 @@ void stkr__drain_fill_counters(stkr__worker *w, Stackrec__Counters *c) {
   c->marks_dropped = stkr__marks_dropped() - w->marks_dropped_base;
 }
 
+/* The stack table past its cap (stkr_config.stack_table_bytes): renewed
+ * here, right after a batch went out and before the next takes anything,
+ * when nothing unwritten points into it. A record names its stack by its
+ * PCs (a full record) or through its thread's mirror slot (a known one),
+ * so the stacks the mirrors name are all a later record can need without
+ * sending its PCs: they are kept, under new ids the mirrors take, and the
+ * others forgotten (met again, they are interned and defined again).
+ * The table must at least double between two renewals, so a table that
+ * the mirrors alone fill (up to 128 stacks a thread) is not renewed at
+ * every batch: renewals cost O(1) per stack met. */
+static void renew_stacks(stkr__worker *w) {
+  stkr__stacktab *st = &w->stacks;
+  uint32_t base = st->id_base, max = stkr__stacktab_max_id(st), *keep;
+  uint64_t bytes = stkr__stacktab_bytes(st);
+  stkr__thread *t;
+
+  if (bytes <= w->cfg.set.stack_table_bytes ||
+      bytes <= 2 * w->stacks_kept_bytes)
+    return;
+  if ((keep = calloc(st->count, sizeof *keep)) == NULL)
+    return; /* tried again after the next batch */
+  for (t = stkr__threads_first(); t; t = stkr__threads_next(t))
+    for (size_t i = 0; i < STKR__KNOWN_SLOTS; i++)
+      if (t->w_slot_stack[i] > base && t->w_slot_stack[i] <= max)
+        keep[t->w_slot_stack[i] - base - 1] = 1;
+  if (stkr__stacktab_renew(st, keep) == 0) {
+    for (t = stkr__threads_first(); t; t = stkr__threads_next(t))
+      for (size_t i = 0; i < STKR__KNOWN_SLOTS; i++)
+        if (t->w_slot_stack[i] > base && t->w_slot_stack[i] <= max)
+          t->w_slot_stack[i] = keep[t->w_slot_stack[i] - base - 1];
+    w->stacks_kept_bytes = stkr__stacktab_bytes(st);
+    w->stack_renewals++;
+  }
+  free(keep);
+}
+
 void stkr__drain_publish(stkr__worker *w) {
   pthread_mutex_lock(&w->stats_mu);
   w->segments = w->seg.segments;
   w->segments_deleted = w->seg.segments_deleted;
   w->bytes = w->seg.bytes;
-  w->stacks_count = w->stacks.count;
+  w->stacks_count = w->stacks.interned;
   pthread_mutex_unlock(&w->stats_mu);
 }
 
@@ -236,7 +272,7 @@ void stkr__drain_write_batch(stkr__worker *w, bool last) {
     if (last) stkr__drain_put_last_counters(w);
     return;
   }
-  stkr__session_note((uint32_t)w->stacks.count, B->seq);
+  stkr__session_note(stkr__stacktab_max_id(&w->stacks), B->seq);
   /* Either way this image list is done with: on success it is on disk, on
    * failure the next segment's first batch carries it. */
   w->imgs_gen_sent = w->imgs.gen;
@@ -288,6 +324,7 @@ void stkr__drain_write_batch(stkr__worker *w, bool last) {
     stkr__drain_file_worker_drops(w);
   }
   stkr__drain_release_all();
+  renew_stacks(w);
   stkr__drain_publish(w);
 }
 

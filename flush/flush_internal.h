@@ -104,6 +104,12 @@ typedef struct stkr__fconfig {
 #define STKR__DEFAULT_PAYLOAD_MAX 256u
 #define STKR__DEFAULT_EXIT_MS 100u
 #define STKR__MAX_EXIT_MS 60000u
+/* The worker's stack table (stacktable.c): 8 MiB holds ~30,000 stacks of
+ * 32 PCs, more than a day of an ordinary app's distinct stacks; the floor
+ * keeps the threads' mirrors (what a renewal keeps) well inside it. */
+#define STKR__DEFAULT_STACK_TABLE_BYTES (8ull << 20)
+#define STKR__MIN_STACK_TABLE_BYTES (64ull << 10)
+#define STKR__MAX_STACK_TABLE_BYTES (1ull << 30)
 
 /* Defaults <- environment <- non-zero fields of `in` (NULL: none). 0 or
  * -EINVAL (the offending variable or field named on stderr). On success
@@ -160,24 +166,53 @@ typedef struct stkr__stack {
 } stkr__stack;
 
 typedef struct stkr__stacktab {
-  uint32_t *slots;      /* open addressing: stack id, 0 = empty */
+  uint32_t *slots;      /* open addressing: index + 1, 0 = empty */
   size_t nslots;        /* power of two */
-  stkr__stack *stacks;  /* stacks[id - 1] */
+  stkr__stack *stacks;  /* stacks[id - id_base - 1] */
   size_t count, cap;
   stkr_arena arena;     /* the PCs: stacks[].pcs point into it */
+  /* The ids of this generation are id_base + 1 .. id_base + count; a
+   * renewal (stkr__stacktab_renew) starts the next above them, so an id is
+   * never given to two stacks in a session (readers key stacks by id). */
+  uint32_t id_base;
+  uint64_t interned; /* stacks added, over every generation (stats.stacks) */
 } stkr__stacktab;
 
 int stkr__stacktab_init(stkr__stacktab *t);
 void stkr__stacktab_free(stkr__stacktab *t);
-/* The id (>= 1) of the stack (site, pcs[depth], truncated), adding it if
- * new; 0 when out of memory. `hash` (of the PCs) is only a hint: two stacks
- * with the same hash but different PCs or sites get different ids. */
+/* The id (> id_base) of the stack (site, pcs[depth], truncated), adding it
+ * if new; 0 when out of memory. `hash` (of the PCs) is only a hint: two
+ * stacks with the same hash but different PCs or sites get different ids. */
 uint32_t stkr__stacktab_intern(stkr__stacktab *t, uint64_t hash, uint32_t site,
                                const uint64_t *pcs, unsigned depth,
                                bool truncated);
+/* id must be one of this generation's (the worker remaps what it holds at
+ * a renewal: stkr__drain_renew_stacks). */
 static inline stkr__stack *stkr__stacktab_get(stkr__stacktab *t, uint32_t id) {
-  return &t->stacks[id - 1];
+  return &t->stacks[id - t->id_base - 1];
 }
+/* Is id one of this generation's? (0, "unknown", is not.) */
+static inline bool stkr__stacktab_has(const stkr__stacktab *t, uint32_t id) {
+  return id > t->id_base && id - t->id_base <= t->count;
+}
+/* The highest id given so far (every generation's). */
+static inline uint32_t stkr__stacktab_max_id(const stkr__stacktab *t) {
+  return t->id_base + (uint32_t)t->count;
+}
+/* What the table holds of the heap: its arrays as allocated and its
+ * arena's blocks (what stkr_config.stack_table_bytes bounds). */
+static inline uint64_t stkr__stacktab_bytes(const stkr__stacktab *t) {
+  return (uint64_t)t->arena.bytes + t->cap * sizeof(stkr__stack) +
+         t->nslots * sizeof(uint32_t);
+}
+/* Start a new generation that holds only the stacks marked in keep[] (by
+ * index: keep[id - id_base - 1] != 0), under new ids above every id given
+ * so far, their frames kept and their epochs reset (each is defined again
+ * in the next batch that uses it). On return keep[i] is the new id of
+ * the stack of index i, 0 for a forgotten one. keep holds t->count
+ * entries. @return 0, or -ENOMEM with t unchanged (keep[] then
+ * meaningless). */
+int stkr__stacktab_renew(stkr__stacktab *t, uint32_t *keep);
 
 /* ---- images (images_*.c) ------------------------------------------------- */
 typedef struct stkr__images {

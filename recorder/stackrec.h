@@ -146,6 +146,8 @@ typedef enum stkr_unwind_mode {
  *   exit_ms             STACKREC_EXIT_MS          100 (1 to 60000)
  *   unwind              STACKREC_UNWIND           STKR_UNWIND_FP
  *                                                 ("fp" or "tables")
+ *   stack_table_bytes   STACKREC_STACK_TABLE_BYTES  8388608 (8 MiB;
+ *                                                 64 KiB to 1 GiB)
  *
  * exit_ms bounds stkr_shutdown_for_exit(), which the preload library calls
  * at exit, return from main, _exit and exec (see there). There is no
@@ -191,6 +193,13 @@ typedef struct stkr_config {
    * watched). Copied at stkr_init(). The hook library sets its
    * STACKREC_CATEGORIES. Added after 0.3 (set `size` to use it). */
   const char *watched;
+  /* What the flush worker's table of the session's distinct stacks may
+   * hold (each: ~60 bytes plus 8 a PC). Past it the table is renewed
+   * between two batches, keeping the stacks threads are still sending as
+   * known; a forgotten stack seen again is written again (a few bytes on
+   * disk, one more definition for readers, which merge stacks by
+   * content), never dropped. Added after 0.3 (set `size` to use it). */
+  uint64_t stack_table_bytes;
   /* New fields go here, at the end only (see "ABI rules"). */
 } stkr_config;
 

@@ -22,6 +22,7 @@ static const bad_env k_bad_env[] __attribute__((unused)) = {
     {"STACKREC_DISK_CAP_BYTES", "x"},   {"STACKREC_PAYLOAD_MAX", "99999"},
     {"STACKREC_FORK", "sometimes"},     {"STACKREC_SYMBOLIZE", "later"},
     {"STACKREC_UNWIND", "dwarf"},       {"STACKREC_EXIT_MS", "100ms"},
+    {"STACKREC_STACK_TABLE_BYTES", "8Mi"},
 #if defined(__linux__) /* Apple samples without a signal: any value */
     {"STACKREC_SAMPLE_SIGNAL", "bogus"}, {"STACKREC_SAMPLE_SIGNAL", "5"},
     {"STACKREC_SAMPLE_SIGNAL", "RTMAX-99"},

@@ -26,7 +26,8 @@ static const char *const k_vars[] = {
     "STACKREC_SKIP",         "STACKREC_FLUSH_MS",       "STACKREC_SEGMENT_BYTES",
     "STACKREC_DISK_CAP_BYTES", "STACKREC_PAYLOAD_MAX",  "STACKREC_FORK",
     "STACKREC_EXIT_MS",      "STACKREC_UNWIND",         "STACKREC_SYMCACHE",
-    "STACKREC_SYMBOLIZE",    "STACKREC_SAMPLE_SIGNAL", "XDG_CACHE_HOME"};
+    "STACKREC_SYMBOLIZE",    "STACKREC_SAMPLE_SIGNAL", "XDG_CACHE_HOME",
+    "STACKREC_STACK_TABLE_BYTES"};
 
 static int clear_env(void **state) {
   (void)state;
@@ -194,6 +195,8 @@ static void test_malformed_env_is_einval_and_named(void **state) {
       {"STACKREC_UNWIND", {"table"}},
       /* No "unbounded" exit: 0 and values above a minute are refused. */
       {"STACKREC_EXIT_MS", {"0", "60001"}},
+      /* The stack table: 64 KiB to 1 GiB. */
+      {"STACKREC_STACK_TABLE_BYTES", {"0", "65535", "1025M"}},
   };
   (void)state;
 
@@ -243,6 +246,29 @@ static void test_exit_ms(void **state) {
   stkr_config big = {.exit_ms = 60001};
   assert_int_equal(build_capture(&big, &c, err, sizeof err), -EINVAL);
   assert_non_null(strstr(err, "exit_ms"));
+}
+
+/* stack_table_bytes: default 8 MiB, the environment, the struct field
+ * (which wins), 64 KiB to 1 GiB either way. */
+static void test_stack_table_bytes(void **state) {
+  (void)state;
+  stkr__fconfig c;
+  char err[512];
+  stkr_config f = STKR_CONFIG_INIT, small = STKR_CONFIG_INIT;
+  assert_int_equal(stkr__config_build(NULL, &c), 0);
+  assert_int_equal(c.set.stack_table_bytes, 8u << 20);
+  stkr__config_free(&c);
+  setenv("STACKREC_STACK_TABLE_BYTES", "64K", 1);
+  assert_int_equal(stkr__config_build(NULL, &c), 0);
+  assert_int_equal(c.set.stack_table_bytes, 64u << 10);
+  stkr__config_free(&c);
+  f.stack_table_bytes = 1u << 30;
+  assert_int_equal(stkr__config_build(&f, &c), 0);
+  assert_int_equal(c.set.stack_table_bytes, 1u << 30);
+  stkr__config_free(&c);
+  small.stack_table_bytes = 4096;
+  assert_int_equal(build_capture(&small, &c, err, sizeof err), -EINVAL);
+  assert_non_null(strstr(err, "stack_table_bytes"));
 }
 
 /* The symbol cache directory of inproc symbolization: STACKREC_SYMCACHE
@@ -368,6 +394,6 @@ int main(void) {
                test_struct_wins_over_env,
                test_malformed_env_is_einval_and_named,
                test_bad_fields_are_einval, test_small_ring_is_rounded_up,
-               test_exit_ms, test_symcache_dir),
+               test_exit_ms, test_stack_table_bytes, test_symcache_dir),
       TL_CASES(NULL, NULL, test_parse_size, test_mkdir_p_mode_0700));
 }

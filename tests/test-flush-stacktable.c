@@ -139,7 +139,72 @@ static void test_max_depth_stacks(void **state) {
   stkr__stacktab_free(&t);
 }
 
+/* A renewal (the table past its cap): the kept stacks under new ids above
+ * every id given, their frames kept and their definitions due again; the
+ * others forgotten, and met again under yet newer ids; bytes and the
+ * count of stacks met follow. */
+static void test_renewal_keeps_what_is_marked(void **state) {
+  (void)state;
+  enum { N = 1000 };
+  static const uint32_t frames[2] = {7, 9};
+  stkr__stacktab t;
+  uint64_t pcs[4];
+  uint32_t keep[N] = {0};
+  assert_int_equal(stkr__stacktab_init(&t), 0);
+  for (uint32_t i = 0; i < N; i++) {
+    for (unsigned k = 0; k < 4; k++) pcs[k] = 0x400000 + i * 64 + k;
+    assert_int_equal(
+        stkr__stacktab_intern(&t, stkr__hash_pcs(pcs, 4), 1, pcs, 4, false),
+        i + 1);
+  }
+  uint64_t full = stkr__stacktab_bytes(&t);
+  assert_true(full >= N * (sizeof(stkr__stack) + 4 * 8 + 2 * 4));
+  stkr__stacktab_get(&t, 500)->frames = frames;
+  stkr__stacktab_get(&t, 500)->n_frames = 2;
+  stkr__stacktab_get(&t, 500)->epoch = 3;
+  keep[499] = keep[10] = 1; /* ids 500 and 11 */
+  assert_int_equal(stkr__stacktab_renew(&t, keep), 0);
+  assert_int_equal(t.count, 2);
+  assert_int_equal(t.id_base, N);
+  assert_int_equal(stkr__stacktab_max_id(&t), N + 2);
+  assert_true(stkr__stacktab_bytes(&t) < full);
+  assert_int_equal(t.interned, N);
+  /* In index order: old 11 first. */
+  assert_int_equal(keep[10], N + 1);
+  assert_int_equal(keep[499], N + 2);
+  assert_int_equal(keep[0], 0);
+  assert_false(stkr__stacktab_has(&t, 500));
+  assert_false(stkr__stacktab_has(&t, 0));
+  assert_true(stkr__stacktab_has(&t, N + 2));
+  stkr__stack *s = stkr__stacktab_get(&t, N + 2);
+  assert_int_equal(s->pcs[0], 0x400000 + 499 * 64);
+  assert_ptr_equal(s->frames, frames);
+  assert_int_equal(s->n_frames, 2);
+  assert_int_equal(s->epoch, 0); /* defined again in the next batch */
+  /* Kept: found by content under its new id. */
+  for (unsigned k = 0; k < 4; k++) pcs[k] = 0x400000 + 499 * 64 + k;
+  assert_int_equal(
+      stkr__stacktab_intern(&t, stkr__hash_pcs(pcs, 4), 1, pcs, 4, false),
+      N + 2);
+  /* Forgotten: a new id, never one given before. */
+  for (unsigned k = 0; k < 4; k++) pcs[k] = 0x400000 + 7 * 64 + k;
+  assert_int_equal(
+      stkr__stacktab_intern(&t, stkr__hash_pcs(pcs, 4), 1, pcs, 4, false),
+      N + 3);
+  assert_int_equal(t.interned, N + 1);
+  /* Nothing kept: an empty generation, ids going on. */
+  memset(keep, 0, sizeof keep);
+  assert_int_equal(stkr__stacktab_renew(&t, keep), 0);
+  assert_int_equal(t.count, 0);
+  assert_int_equal(t.arena.bytes, 0);
+  assert_int_equal(
+      stkr__stacktab_intern(&t, stkr__hash_pcs(pcs, 4), 1, pcs, 4, false),
+      N + 4);
+  stkr__stacktab_free(&t);
+}
+
 TL_TEST_MAIN("flush-stacktable", NULL, NULL, test_dedup_same_stack_same_id,
              test_same_pcs_at_two_sites_are_two_stacks,
              test_forced_hash_collision_never_merges,
-             test_growth_keeps_every_stack, test_max_depth_stacks)
+             test_growth_keeps_every_stack, test_max_depth_stacks,
+             test_renewal_keeps_what_is_marked)

@@ -70,6 +70,9 @@ public enum Stackrec {
     public var flushIntervalMs: UInt32 = 0
     public var payloadMax: UInt32 = 0
     public var diskCapBytes: UInt64 = 0
+    /// What the worker's table of distinct stacks may hold (64 KiB to
+    /// 1 GiB; 0: 8 MiB): past it the table is renewed, never an event lost.
+    public var stackTableBytes: UInt64 = 0
     public var symbolize: Symbolize? = nil
     public init() {}
   }
@@ -89,6 +92,7 @@ public enum Stackrec {
     cfg.flush_interval_ms = options.flushIntervalMs
     cfg.payload_max = options.payloadMax
     cfg.disk_cap_bytes = options.diskCapBytes
+    cfg.stack_table_bytes = options.stackTableBytes
     if let s = options.symbolize { cfg.symbolize = s.c }
     // stkr_init copies dir before it returns.
     let err = directory.withCString { dir -> Int32 in
