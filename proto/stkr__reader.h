@@ -92,6 +92,9 @@ typedef struct stkr__file {
    * copy of that file (its batches each counted as damaged: stkr_batch.c,
    * stkr__misnamed); or a damaged tombstone (stkr__tombstone_check). */
   bool damaged_whole;
+  /* Its Header named another process or number, said and counted once
+   * (info.misnamed_segments), then read under its name. */
+  bool misnamed;
   /* 0, or why it cannot be read: the -errno of its stat or open, -EINVAL
    * when it is not a regular file. Warned about (STKR_WARN_IO) when its
    * turn comes, counted in info.unreadable_segments, not as empty. */

@@ -705,7 +705,7 @@ void stkr__acct_stream_done(stkr_reader *r, stkr__stream *st) {
                    in->segments_missing || in->segments_deleted ||
                    in->segments_cap_deleted ||
                    in->dir_recreated || in->empty_segments ||
-                   in->unreadable_segments ||
+                   in->unreadable_segments || in->misnamed_segments ||
                    in->missing_batches || in->unaccounted ||
                    in->memory_rings_lost || in->stacks_lost;
 }

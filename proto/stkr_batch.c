@@ -333,6 +333,10 @@ static bool stkr__misnamed(stkr_reader *r, stkr__stream *st,
                (unsigned)h->pid, (unsigned)h->segment_seq);
     return true;
   }
+  if (!st->files[r->cur_file].misnamed) {
+    st->files[r->cur_file].misnamed = true;
+    st->info.misnamed_segments++;
+  }
   if (pid_differs)
     stkr__warn_once(r, st, STKR__WARNED_PID, STKR_WARN_INCONSISTENT, path,
                     (int64_t)off, "header says pid %u, file name says %u",

@@ -281,6 +281,7 @@ typedef struct stkr_process_info {
                                 segments_cap_deleted,
                                 dir_recreated, empty_segments,
                                 unreadable_segments (also damage),
+                                misnamed_segments (inconsistent),
                                 missing_batches, unaccounted,
                                 memory_rings_lost */
   /* Files and batches: */
@@ -312,6 +313,14 @@ typedef struct stkr_process_info {
    * that cannot be opened (no permission). Damage: each is a
    * STKR_WARN_IO warning naming it. Counted in segments. */
   uint32_t unreadable_segments;
+  /* Segment files whose Header names another process or segment number
+   * than their file name (a file renamed, or copied in from elsewhere),
+   * not a copy of a segment of this recording (that is damage, not read):
+   * read under their name, so their events may be another process's.
+   * Each a STKR_WARN_INCONSISTENT warning naming it; inconsistent, not
+   * lost (`verify` calls it damage; the views say it at the top).
+   * Since session 44. */
+  uint32_t misnamed_segments;
   /* Of the segments deleted by the disk cap (segments_cap_deleted): the
    * events and batches they held, known from the Counters of the first
    * batch after them when they were a session's first segments and

@@ -445,6 +445,9 @@ int fx_clean_encode_session(int from, int to, uint32_t pid, uint64_t session,
     b.session_id = session;
     b.drops = false;
     b.counters = false;
+    /* One file: its later headers say the first's segment (std's batch
+     * 3 starts its segment 2), or readers take it for a misnamed file. */
+    if (i > from) b.segment_seq = fx_std[from].segment_seq;
     if (b.last)
       b.cnt = &clean;
     if ((err = fx_encode(&b, out)) != 0)

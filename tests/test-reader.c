@@ -459,6 +459,10 @@ static void test_inconsistent(void **state) {
   assert_non_null(strstr(rd.log.w[0].msg, "header says pid 5"));
   assert_int_equal(stkr_reader_process(rd.r, 0)->missing_batches, 1);
   assert_int_equal(stkr_reader_process(rd.r, 0)->pid, 6);
+  /* Counted, and the process not complete (QA, session 44: only verify
+   * said so; info said "complete: yes"). */
+  assert_int_equal(stkr_reader_process(rd.r, 0)->misnamed_segments, 1);
+  assert_true(stkr_reader_process(rd.r, 0)->incomplete);
   stkr_reader_free(rd.r);
 
   /* The standard recording (9 events in 2 segments) with copies of its
@@ -496,6 +500,7 @@ static void test_inconsistent(void **state) {
   assert_true(rd.log.n >= 1);
   for (int i = 0; i < (int)rd.log.n; i++)
     assert_int_not_equal(rd.log.w[i].kind, STKR_WARN_DAMAGED);
+  assert_int_equal(stkr_reader_process(rd.r, 0)->misnamed_segments, 2);
   stkr_reader_free(rd.r);
 
   /* One file not named as a segment holding two processes' batches: the

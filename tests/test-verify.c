@@ -330,6 +330,17 @@ static void test_newer_format_and_inconsistent(void **state) {
                 "(newer format version)\n",
                 "\nDAMAGED: 2 problems in 2 processes, 2 "
                 "segments\n");
+  /* The views say the misnamed file too (QA, session 44: info said
+   * "complete: yes", report nothing at its top). Exit 1: the newer
+   * format's process is not read. */
+  assert_int_equal(cr_run("info '%s'", d), 1);
+  cr_assert_has(cr_out, "  complete:    NO: ",
+                "; 1 segment named for another process or number\n",
+                "  misnamed:    1 segment whose header names another "
+                "process or number");
+  assert_int_equal(cr_run("report '%s'", d), 1);
+  cr_assert_has(cr_out, "# INCONSISTENT: 1 segment file named for another "
+                        "process or number than its header says");
 }
 
 /* Unrelated files: a note. An empty segment (a writer that died before its

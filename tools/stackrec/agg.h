@@ -188,6 +188,7 @@ struct stkr_agg {
   uint64_t drops, drops_ring_full, drops_reentrant, drops_other,
       drops_write_error, drops_exit;
   uint64_t damaged_batches; /* the reader's count, summed */
+  uint64_t misnamed_segments; /* the reader's count, summed */
   size_t n_processes;
   size_t n_processes_with_events; /* with an event that passed the filters */
   bool filtered;             /* built with a filter (site, thread, time,

@@ -301,6 +301,7 @@ void stkr__agg_sum_processes(stkr_agg *a, const stkr_reader *r,
     a->drops_write_error += p->drops_write_error;
     a->drops_exit += p->drops_exit;
     a->damaged_batches += p->damaged_batches;
+    a->misnamed_segments += p->misnamed_segments;
     a->missing_batches += p->missing_batches;
     a->segments_deleted += stkr_cli_cap_deleted(p);
     a->cap_deleted_events += p->cap_deleted_events;

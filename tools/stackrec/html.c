@@ -342,7 +342,8 @@ static void put_drops(FILE *out, const stkr_agg *a) {
   };
   char b1[32], b2[16];
   size_t i;
-  bool lost = a->drops > 0 || a->damaged_batches > 0;
+  bool lost = a->drops > 0 || a->damaged_batches > 0 ||
+              a->misnamed_segments > 0;
 
   fprintf(out, "<section id=\"drops\" class=\"drops %s\">\n",
           lost ? "lost" : "none");
@@ -369,6 +370,14 @@ static void put_drops(FILE *out, const stkr_agg *a) {
             fmt_count(a->damaged_batches, b1),
             a->damaged_batches == 1 ? "" : "es",
             a->damaged_batches == 1 ? "it" : "them");
+  if (a->misnamed_segments > 0)
+    fprintf(out, "<p>%s segment file%s named for another process or "
+            "number than %s header says: read under the file's name, "
+            "%s events may be another process's.</p>\n",
+            fmt_count(a->misnamed_segments, b1),
+            a->misnamed_segments == 1 ? " is" : "s are",
+            a->misnamed_segments == 1 ? "its" : "their",
+            a->misnamed_segments == 1 ? "its" : "their");
   fputs("</section>\n", out);
 }
 

@@ -132,6 +132,9 @@ static void print_accounting(const stkr_process_info *p) {
   INFO_ITEM(p->unreadable_segments, "%u segment%s unreadable",
             (unsigned)p->unreadable_segments,
             p->unreadable_segments == 1 ? "" : "s");
+  INFO_ITEM(p->misnamed_segments, "%u segment%s named for another process "
+            "or number", (unsigned)p->misnamed_segments,
+            p->misnamed_segments == 1 ? "" : "s");
   INFO_ITEM(p->missing_batches, "batches missing");
   INFO_ITEM(p->unaccounted, "events unaccounted for");
   INFO_ITEM(p->memory_rings_lost, "died with %u ring%s in memory",
@@ -254,6 +257,11 @@ static int print_process(const stkr_reader *r, size_t i) {
            "opened)\n",
            (unsigned)p->unreadable_segments,
            p->unreadable_segments == 1 ? "" : "s");
+  if (p->misnamed_segments) /* named on stderr */
+    printf("  misnamed:    %u segment%s whose header names another process "
+           "or number (read under the file's name)\n",
+           (unsigned)p->misnamed_segments,
+           p->misnamed_segments == 1 ? "" : "s");
   if (p->missing_batches)
     printf("  missing:     %llu batch%s (gaps in batch numbers)\n",
            (unsigned long long)p->missing_batches,

@@ -29,7 +29,7 @@
  *     "segments", "first_seq", "last_seq", "segments_deleted", "batches",
  *     "compressed_bytes", "damaged_batches", "missing_batches",
  *     "cap_deleted_batches",
- *     "unreadable_segments",
+ *     "unreadable_segments", "misnamed_segments",
  *     "end": "clean" | "live" | "cut off" | "not clean", "newer_format"}],
  *   "processes_count", "events",
  *   the recording as a whole: "complete" (false when anything makes it
@@ -124,6 +124,8 @@ static void put_incomplete(const stkr_process_info *p) {
   REASON(p->dir_recreated, "directory recreated");
   REASON(p->empty_segments, "segments without any batch");
   REASON(p->unreadable_segments, "segments unreadable");
+  REASON(p->misnamed_segments, "segments named for another process or "
+                               "number");
   REASON(p->missing_batches, "batches missing");
   REASON(p->unaccounted, "events unaccounted for");
   REASON(p->memory_rings_lost, "died with rings in memory");
@@ -170,7 +172,8 @@ static int put_process(const stkr_reader *r, size_t i) {
       {"damaged_batches", p->damaged_batches},
       {"missing_batches", p->missing_batches},
       {"cap_deleted_batches", p->cap_deleted_batches},
-      {"unreadable_segments", p->unreadable_segments}};
+      {"unreadable_segments", p->unreadable_segments},
+      {"misnamed_segments", p->misnamed_segments}};
 
   printf("{\"pid\":%u,\"name\":", (unsigned)p->pid);
   stkr_cli_put_json_str(stdout, p->have_header ? p->process_name : "");

@@ -518,6 +518,10 @@ static void print_header(const stkr_agg *a, const report_opts *o) {
   put_loss("DAMAGED", a->damaged_batches, "batch", "es",
            "could not be read (named on stderr); their events are not "
            "counted");
+  put_loss("INCONSISTENT", a->misnamed_segments, "segment file", "s",
+           "named for another process or number than its header says "
+           "(named on stderr): read under the file's name, its events may "
+           "be another process's");
   put_loss("MISSING", a->missing_batches, "batch", "es",
            "(gaps in batch numbers)");
   put_loss("UNRESOLVED", a->unresolved_events, "event", "s",
