@@ -413,6 +413,10 @@ static int find_file(stkr__symbe *be, mod *m, const char *also,
   bidres r;
 
   base = base ? base + 1 : m->img.path;
+  /* The vDSO is no file (`snapshot` lists the target's as "[vdso]", for
+   * its CFI): its frames keep image+offset, said nowhere, as the same
+   * kernel code in every process would make a note at every run. */
+  if (strcmp(m->img.path, "[vdso]") == 0) return -1;
   hex(want, sizeof want, m->img.build_id, m->img.build_id_len);
   for (size_t i = 0; i < be->n_dirs; i++) {
     static const char *const fmt[] = {"%s/.build-id/%.2s/%s", "%s/.build-id/%.2s/%s.debug"};

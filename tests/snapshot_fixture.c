@@ -16,7 +16,10 @@
  * exits 0, or 1 with a line saying what was wrong.
  * On a line "exec" it execs `sleep 10` instead, its threads parked.
  * With "churn" (argv[2]) one more thread creates and joins short-lived
- * threads all the time. Built with frame pointers and noinline so the
+ * threads all the time; with "clock" one more thread, "snap-clock", loops
+ * in snap_clock_outer -> snap_clock_inner -> clock_gettime, gettimeofday
+ * and time: the vDSO's code, where a frame-pointer walk lost the caller
+ * (test_vdso_caller_kept). Built with frame pointers and noinline so the
  * chains are exact.
  */
 #define _GNU_SOURCE
@@ -29,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -107,6 +111,32 @@ NOINLINE static int snap_sleep_inner(void) {
 }
 NOINLINE static int snap_sleep_outer(void) { int r = snap_sleep_inner(); KEEP(r); return r; }
 
+/* The vDSO's calls, all the time: most of the thread's instants are in
+ * the kernel's code, where no frame record of its own may be (x86_64's
+ * __vdso_time has none; clock_gettime's is popped before its last
+ * instructions). */
+NOINLINE static long snap_clock_inner(void) {
+  long n = 0;
+  while (!atomic_load_explicit(&g_release, memory_order_relaxed)) {
+    struct timespec ts;
+    struct timeval tv;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    gettimeofday(&tv, NULL);
+    n += ts.tv_nsec + tv.tv_usec;
+    for (int i = 0; i < 32; i++) n += (long)time(NULL);
+  }
+  KEEP(n);
+  return n;
+}
+NOINLINE static long snap_clock_outer(void) { long r = snap_clock_inner(); KEEP(r); return r; }
+
+static void *clock_main(void *arg) {
+  pthread_setname_np(pthread_self(), "snap-clock");
+  long r = snap_clock_outer();
+  KEEP(r);
+  return arg;
+}
+
 static const char *const k_chain[] = {"poll", "pause", "mutex", "busy",
                                       "sleep"};
 
@@ -157,7 +187,7 @@ static int check_and_exit(pthread_t *t, int n) {
   bool busy = n > 3;
 
   /* The busy threads go on counting (within 5 s: a loaded machine). */
-  for (int k = 0; k < 500 && c1 == c0; k++) {
+  for (int k = 0; k < 500 && busy && c1 == c0; k++) {
     nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
     c1 = atomic_load(&g_busy_count);
   }
@@ -209,9 +239,11 @@ int main(int argc, char **argv) {
       return 2;
     pthread_attr_destroy(&a);
   }
-  pthread_t churn;
+  pthread_t churn, clk;
   bool churning = argc > 2 && strcmp(argv[2], "churn") == 0 &&
                   pthread_create(&churn, NULL, churn_main, NULL) == 0;
+  bool clocking = argc > 2 && strcmp(argv[2], "clock") == 0 &&
+                  pthread_create(&clk, NULL, clock_main, NULL) == 0;
   printf("ready %d\n", (int)getpid());
   fflush(stdout);
   ssize_t got = snap_main_wait(buf, sizeof buf);
@@ -221,6 +253,7 @@ int main(int argc, char **argv) {
     execl("/bin/sleep", "sleep", "10", (char *)NULL);
   int rc = check_and_exit(t, n);
   if (churning) pthread_join(churn, NULL);
+  if (clocking) pthread_join(clk, NULL);
   free(t);
   return rc;
 }

@@ -2,7 +2,8 @@
  * test-snapshot-unwind.c: `stackrec snapshot`'s unwinder
  * (tools/stackrec/snapshot_walk.c) on stack copies it cannot trust: an
  * exact frame-pointer chain, loops and records outside the copy, a depth
- * bound, a CFI rule that is stale in an epilogue, and 20,000 random copies.
+ * bound, a CFI rule that is stale in an epilogue, the vDSO's CFI, and
+ * 20,000 random copies.
  * In-process, on fake copies: no target process (test-snapshot.c runs the
  * command against tests/snapshot_fixture.c).
  */
@@ -16,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <gelf.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -255,6 +258,78 @@ static void test_unwind_signal_trampoline(void **state) {
 #endif
 }
 
+/* The address of the vDSO's function `name` (its .dynsym), or 0. */
+static uint64_t vdso_function(const stkr_snap_image *img, const char *name) {
+  Elf_Scn *scn = NULL;
+  while ((scn = elf_nextscn(img->elf, scn)) != NULL) {
+    GElf_Shdr sh;
+    Elf_Data *d;
+    if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize ||
+        !(d = elf_getdata(scn, NULL)))
+      continue;
+    for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+      GElf_Sym sym;
+      const char *n;
+      if (gelf_getsym(d, (int)i, &sym) && sym.st_value != 0 &&
+          GELF_ST_TYPE(sym.st_info) == STT_FUNC &&
+          (n = elf_strptr(img->elf, sh.sh_link, sym.st_name)) != NULL &&
+          strcmp(n, name) == 0)
+        return img->sym.load_address + sym.st_value;
+    }
+  }
+  return 0;
+}
+
+/* A thread stopped at the first instruction of a vDSO function, before it
+ * pushed the frame pointer: the vDSO is an image (read from the memory of
+ * the process, ours here) whose CFI names the caller. The frame pointer
+ * still holds the caller's caller's record, which the frame-pointer rule
+ * used to follow: the caller was lost (QA: threads in clock_gettime). */
+static void test_unwind_vdso_entry(void **state) {
+#if defined(__aarch64__)
+  static const char fn[] = "__kernel_clock_gettime";
+#else
+  static const char fn[] = "__vdso_clock_gettime";
+#endif
+  uint64_t ehdr = getauxval(AT_SYSINFO_EHDR), entry;
+  const stkr_snap_image *img;
+  stkr_snap_images im;
+  stkr_snap_thread t;
+  (void)state;
+  if (ehdr == 0) skip(); /* no vDSO (vdso=0) */
+  own_images(&im);
+  assert_string_equal(im.note, "");
+  img = stkr_snap_image_of(&im, ehdr);
+  assert_non_null(img);
+  assert_string_equal(img->path, "[vdso]");
+  assert_non_null(img->mem);
+  assert_true(img->sym.build_id_len > 0); /* both kernels link it so */
+  entry = vdso_function(img, fn);
+  assert_true(entry != 0);
+  assert_ptr_equal(stkr_snap_image_of(&im, entry), img);
+  if (!img->cfi) { /* the kernel built it without .eh_frame */
+    fprintf(stderr, "test-snapshot-unwind: SKIPPED: this kernel's vDSO "
+                    "has no CFI\n");
+    stkr_snap_images_free(&im);
+    skip();
+  }
+  fake_thread_at(&t, entry);
+#if defined(__aarch64__)
+  t.regs.lr = RA_IN_C; /* bl left it in x30 */
+#else
+  put64(&t, FAKE_SP, RA_IN_C); /* call left it at [rsp] */
+#endif
+  t.regs.fp = FAKE_SP + 0x100; /* the caller's caller's frame record */
+  put64(&t, FAKE_SP + 0x100, 0);
+  put64(&t, FAKE_SP + 0x108, 0x1234567);
+  stkr_snap_unwind(&im, &t);
+  assert_true(t.n_pcs >= 2);
+  assert_int_equal(t.pcs[0], entry);
+  assert_int_equal(t.pcs[1], RA_IN_C); /* by frame pointers: none */
+  free(t.stack);
+  stkr_snap_images_free(&im);
+}
+
 /* A chain that leads above the copy: truncated when the stack goes on
  * past the copy (stack_cut: the 256 KiB window), complete when the copy
  * is the whole stack (QA, session 26: 101 frames of 8 KiB gave 33,
@@ -358,5 +433,5 @@ static void test_unwind_random_copies(void **state) {
 TL_TEST_MAIN("snapshot-unwind", NULL, NULL, test_unwind_exact_chain,
              test_unwind_depth_bound, test_unwind_stale_epilogue_rule,
              test_unwind_plt_entry, test_unwind_signal_trampoline,
-             test_unwind_past_the_copy, test_images_mapped_twice,
+             test_unwind_vdso_entry, test_unwind_past_the_copy, test_images_mapped_twice,
              test_unwind_random_copies)

@@ -423,6 +423,7 @@ static int setup(snap_run *r, stkr_snap_images *im) {
       fprintf(stderr, "stackrec snapshot: %s\n", err);
     return e == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
   }
+  if (im->note[0]) sym_warn(r, im->note);
   stkr__demangle_swift_enable();
   /* The target's files as it sees them (a container's): images.c read
    * their build-ids there too. */
@@ -436,9 +437,15 @@ static int setup(snap_run *r, stkr_snap_images *im) {
   r->be = be; /* the cache's now, for the symbol cache fill */
   {
     stkr__symimg *si = calloc(im->n + 1, sizeof *si);
+    size_t n = 0;
     if (!si) return STKR_CLI_DATA_LOST;
-    for (size_t i = 0; i < im->n; i++) si[i] = im->v[i].sym;
-    e = stkr__symc_set_images(r->cache, si, im->n);
+    /* Not the vDSO (img->mem): the symbolizer reads files only, and
+     * would note at every run that it found none for "[vdso]". Its frames
+     * stay unnamed, as before it was an image: [vdso]+offset in the text
+     * and JSON (put_frame), the PC in a recording's FrameDef. */
+    for (size_t i = 0; i < im->n; i++)
+      if (!im->v[i].mem) si[n++] = im->v[i].sym;
+    e = stkr__symc_set_images(r->cache, si, n);
     free(si);
     if (e != 0) return STKR_CLI_DATA_LOST;
   }

@@ -33,6 +33,10 @@ typedef struct stkr_snap_image {
   void *elf;        /* Elf * (libelf) of the file, or NULL */
   void *cfi;        /* Dwarf_CFI * of its .eh_frame, or NULL */
   int fd;
+  /* The image's bytes as read from the target's memory, under elf (owned):
+   * the vDSO, which is no file ("[vdso]"). NULL for a file. Not given to
+   * the symbolizer, which reads files only (its frames stay unnamed). */
+  void *mem;
   uint64_t map_bias; /* lo - file offset of its first executable mapping:
                         a mapping of the file placed alike is more of it */
 } stkr_snap_image;
@@ -44,10 +48,12 @@ typedef struct stkr_snap_images {
   size_t n_maps, cap_maps;
   stkr_snap_map *xmaps;  /* executable ranges: where a PC may be */
   size_t n_xmaps, cap_xmaps;
+  char note[256]; /* "" or why the vDSO is no image (for a note) */
 } stkr_snap_images;
 
 /* The image list and mappings of pid (snapshot_images.c). Files are
- * opened through /proc/PID/root (the target's mount namespace). Without
+ * opened through /proc/PID/root (the target's mount namespace); the vDSO
+ * is read from the target's memory (im->note says why not, if not). Without
  * with_images only the mappings are read again (im keeps its images: a
  * series reads them once).
  * @return 0, -ESRCH, -EACCES, -ENOMEM; err says which. */

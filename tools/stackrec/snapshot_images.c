@@ -9,8 +9,9 @@
  * bias = mapping start - (p_vaddr rounded down to the page). The build-id
  * is the file's NT_GNU_BUILD_ID note; the symbolizer then checks any file
  * it uses against it. The file's .eh_frame CFI is kept open for the
- * unwinder. Read before any thread is stopped: none of this is part of a
- * thread's stop.
+ * unwinder. The vDSO, which is no file, is read from the target's memory
+ * and opened alike (add_vdso). Read before any thread is stopped: none of
+ * this is part of a thread's stop.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -87,6 +88,30 @@ static void read_build_id(Elf *elf, stkr_snap_image *img) {
   }
 }
 
+/* Take elf as img's: the load bias from its executable PT_LOAD that the
+ * mapping m (file offset m->off) starts in, its build-id, its .eh_frame
+ * CFI for the unwinder. */
+static void use_elf(Elf *elf, const mapline *m, stkr_snap_image *img) {
+  size_t n = 0;
+  if (elf_getphdrnum(elf, &n) != 0) n = 0;
+  for (size_t i = 0; i < n; i++) {
+    GElf_Phdr ph;
+    if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
+        !(ph.p_flags & PF_X))
+      continue;
+    uint64_t page = ph.p_align > 1 && ph.p_align <= 65536 ? ph.p_align : 4096;
+    if ((ph.p_offset & ~(page - 1)) <= m->off &&
+        m->off < ph.p_offset + ph.p_filesz) {
+      img->sym.load_address =
+          m->lo - m->off - ((ph.p_vaddr & ~(page - 1)) - (ph.p_offset & ~(page - 1)));
+      break;
+    }
+  }
+  read_build_id(elf, img);
+  img->elf = elf;
+  img->cfi = dwarf_getcfi_elf(elf); /* NULL: no .eh_frame (fp walk only) */
+}
+
 /* Open the image's file and find its bias from the mapping m (executable,
  * file offset m->off). Without a readable ELF file the image keeps a
  * bias of m->lo - m->off (right for every shared object linked at 0). */
@@ -106,22 +131,29 @@ static void open_file(const char *base, const mapline *m,
     img->fd = -1;
     return;
   }
-  for (size_t i = 0; i < n; i++) {
-    GElf_Phdr ph;
-    if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
-        !(ph.p_flags & PF_X))
-      continue;
-    uint64_t page = ph.p_align > 1 && ph.p_align <= 65536 ? ph.p_align : 4096;
-    if ((ph.p_offset & ~(page - 1)) <= m->off &&
-        m->off < ph.p_offset + ph.p_filesz) {
-      img->sym.load_address =
-          m->lo - m->off - ((ph.p_vaddr & ~(page - 1)) - (ph.p_offset & ~(page - 1)));
-      break;
-    }
-  }
-  read_build_id(elf, img);
-  img->elf = elf;
-  img->cfi = dwarf_getcfi_elf(elf); /* NULL: no .eh_frame (fp walk only) */
+  use_elf(elf, m, img);
+}
+
+/* A new image of im named path[0..len), for the executable mapping m.
+ * @return it, or NULL (out of memory). */
+static stkr_snap_image *new_image(stkr_snap_images *im, size_t *cap,
+                                  const char *path, size_t len,
+                                  const mapline *m) {
+  stkr_snap_image *img;
+  if (stkr_grow((void **)&im->v, cap, im->n + 1, sizeof *im->v))
+    return NULL;
+  img = &im->v[im->n];
+  memset(img, 0, sizeof *img);
+  img->fd = -1;
+  img->path = strndup(path, len);
+  if (!img->path) return NULL;
+  im->n++;
+  img->sym.path = img->path;
+  img->sym.text_start = m->lo;
+  img->sym.text_end = m->hi;
+  img->sym.load_address = m->lo - m->off;
+  img->map_bias = m->lo - m->off;
+  return img;
 }
 
 /* The executable mapping m of a file: more text of an image of that file
@@ -151,19 +183,99 @@ static int add_exec(const char *base, stkr_snap_images *im,
       return 0;
     }
   }
-  if (stkr_grow((void **)&im->v, cap, im->n + 1, sizeof *im->v))
-    return -ENOMEM;
-  img = &im->v[im->n];
-  memset(img, 0, sizeof *img);
-  img->path = strndup(p, len);
-  if (!img->path) return -ENOMEM;
-  im->n++;
-  img->sym.path = img->path;
-  img->sym.text_start = m->lo;
-  img->sym.text_end = m->hi;
+  if (!(img = new_image(im, cap, p, len, m))) return -ENOMEM;
   img->sym.app = first; /* the main executable maps first */
-  img->map_bias = m->lo - m->off;
   open_file(base, m, img);
+  return 0;
+}
+
+/* Most bytes of the vDSO read: x86_64's is 8 KiB, aarch64's two pages (of
+ * up to 64 KiB). A larger "[vdso]" is not read. */
+#define VDSO_MAX (1u << 20)
+
+/* The bytes of [m->lo, m->hi) of the process whose /proc directory is
+ * base, read from its memory (base/mem: the right ptrace needs, which the
+ * snapshot needs anyway; the target is not stopped). @return a malloc'd
+ * copy, or NULL with errno set. */
+static void *read_target(const char *base, const mapline *m) {
+  char path[128];
+  size_t len = m->hi - m->lo, got = 0;
+  uint8_t *buf;
+  int fd, e = 0;
+
+  snprintf(path, sizeof path, "%.96s/mem", base);
+  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) return NULL;
+  if (!(buf = malloc(len))) {
+    close(fd);
+    errno = ENOMEM;
+    return NULL;
+  }
+  while (got < len && e == 0) {
+    ssize_t k = pread(fd, buf + got, len - got, (off_t)(m->lo + got));
+    if (k < 0 && errno != EINTR) e = errno;
+    else if (k == 0) e = EIO; /* the mapping went away meanwhile */
+    else if (k > 0) got += (size_t)k;
+  }
+  close(fd);
+  if (e != 0) {
+    free(buf);
+    errno = e;
+    return NULL;
+  }
+  return buf;
+}
+
+/* The vDSO (the "[vdso]" mapping m): the kernel's code in every process
+ * (clock_gettime, gettimeofday, time run there), and no file. A walk by
+ * frame pointers from inside it skipped its caller whenever the vDSO
+ * function had no frame record at that instant: before its push of the
+ * frame pointer, after its pop (x86_64's clock_gettime clears registers
+ * there), or none at all (__vdso_time) -- QA: 30 of 1 600 samples of a
+ * thread in clock_gettime lost frames. So it is read from the target's
+ * memory once per run, before any thread is stopped, and opened as an
+ * in-memory ELF: its .eh_frame walks those frames like a file's. Not
+ * read (im->note says why; frame pointers there, as before): out of
+ * bounds, unreadable, not ELF. @return 0 or -ENOMEM. */
+static int add_vdso(pid_t pid, const char *base, stkr_snap_images *im,
+                    const mapline *m, size_t *cap) {
+  stkr_snap_image *img;
+  void *mem;
+  Elf *elf;
+  size_t n;
+
+  if (m->hi - m->lo > VDSO_MAX) {
+    snprintf(im->note, sizeof im->note, "the vDSO of process %d (%" PRIu64
+             " KiB) was not read: over %u KiB; frames inside it are walked "
+             "by frame pointers", (int)pid, (m->hi - m->lo) >> 10,
+             VDSO_MAX >> 10);
+    return 0;
+  }
+  if (!(mem = read_target(base, m))) {
+    int e = errno;
+    if (e == ENOMEM) return -ENOMEM;
+    /* Not ours to read, or gone: the capture says so on its own. */
+    if (e != EACCES && e != EPERM && e != ESRCH && e != ENOENT)
+      snprintf(im->note, sizeof im->note, "the vDSO of process %d could "
+               "not be read from %s/mem: %s; frames inside it are walked by "
+               "frame pointers", (int)pid, base, strerror(e));
+    return 0;
+  }
+  elf = elf_memory(mem, m->hi - m->lo);
+  if (!elf || elf_kind(elf) != ELF_K_ELF || elf_getphdrnum(elf, &n) != 0) {
+    if (elf) elf_end(elf);
+    free(mem);
+    snprintf(im->note, sizeof im->note, "the vDSO of process %d is not an "
+             "ELF image; frames inside it are walked by frame pointers",
+             (int)pid);
+    return 0;
+  }
+  if (!(img = new_image(im, cap, m->path, strlen(m->path), m))) {
+    elf_end(elf);
+    free(mem);
+    return -ENOMEM;
+  }
+  img->mem = mem;
+  use_elf(elf, m, img);
   return 0;
 }
 
@@ -230,12 +342,12 @@ int stkr_snap_images_read(pid_t pid, stkr_snap_images *im, bool with_images,
                           char *err, size_t err_cap) {
   char base[96], *line = NULL;
   size_t line_cap = 0, cap_img = 0, cap_map = 0;
-  bool first = true;
+  bool first = true, vdso = false;
   int rc = 0;
   FILE *f;
 
   if (with_images) {
-    memset(im, 0, sizeof *im);
+    memset(im, 0, sizeof *im); /* im->note too */
   } else {
     im->n_maps = im->n_xmaps = 0; /* keep the arrays */
     cap_map = im->maps ? im->cap_maps : 0;
@@ -258,6 +370,12 @@ int stkr_snap_images_read(pid_t pid, stkr_snap_images *im, bool with_images,
     if (rc == 0 && with_images && m.perms[2] == 'x' && m.path[0] == '/') {
       rc = add_exec(base, im, &m, &cap_img, first);
       first = false;
+    }
+    /* The first "[vdso]" line only (the kernel maps one). */
+    if (rc == 0 && with_images && m.perms[2] == 'x' && !vdso &&
+        strcmp(m.path, "[vdso]") == 0) {
+      rc = add_vdso(pid, base, im, &m, &cap_img);
+      vdso = true;
     }
   }
   free(line);
@@ -290,6 +408,7 @@ void stkr_snap_images_free(stkr_snap_images *im) {
     if (img->cfi) dwarf_cfi_end(img->cfi);
     if (img->elf) elf_end(img->elf);
     if (img->fd >= 0) close(img->fd);
+    free(img->mem); /* after elf_end: the Elf read it */
     free(img->path);
   }
   free(im->v);

@@ -12,7 +12,9 @@
  * exceptions; libdw's dwarf_cfi_addrframe), evaluating the plain rules
  * compilers emit: CFA = register + offset, the return address and the
  * frame pointer saved at CFA + offset, "same value", "undefined" (the
- * outermost frame). Where there is no CFI (JIT code, the vdso, a file that
+ * outermost frame); the vDSO's too, read from the target's memory
+ * (snapshot_images.c: clock_gettime stopped after its frame pointer was
+ * popped lost its caller). Where there is no CFI (JIT code, a file that
  * cannot be read) or a rule is anything else, the step follows the frame
  * record at the frame pointer, with the recorder's own rules
  * (common/stkr_fpwalk.h).
