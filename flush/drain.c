@@ -108,8 +108,14 @@ static uint32_t full_record_stack(stkr__worker *w, stkr__thread *t,
       &w->stacks, f->key[0], r->site_id, stkr__record_pcs(r), r->depth,
       (r->flags & STKR__REC_STACK_TRUNCATED) != 0);
 
-  /* 0 (out of memory): this event and the slot's known records keep
-   * stack id 0, "unknown", until the slot's stack is sent again. */
+  /* 0 (out of memory, or the session's 4 G stack ids used up): this event
+   * and the slot's known records keep stack id 0, "unknown", until the
+   * slot's stack is sent again. Said (rate-limited), as nothing else
+   * counts it. */
+  if (stack == 0)
+    stkr__log(STKR__LOG_OTHER, "cannot keep a new stack (out of memory, or "
+              "the session's stack ids used up): its events are written "
+              "without it, as stack 0 (\"unknown\")");
   t->w_slot_stack[r->slot] = stack;
   /* In inproc mode the first resolution into a library loads its debug
    * info (~50-100 ms of CPU, uninterruptible), during which a burst can

@@ -250,7 +250,9 @@ typedef struct stkr_stats {
   uint64_t dropped_reentrant; /* signal handler interrupted an event */
   uint64_t dropped_write_error; /* batch could not be written */
   uint64_t dropped_other;  /* thread exiting, no memory for a ring, ... */
-  uint64_t stacks;         /* distinct stacks seen */
+  uint64_t stacks;         /* distinct stacks seen (one that the worker's
+                              table forgot, past stack_table_bytes, and
+                              met again counts again) */
   uint64_t sites;          /* site ids taken: sites registered, and names
                               refused for their size (-ENOSPC), whose id
                               is not given back */

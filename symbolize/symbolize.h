@@ -281,8 +281,10 @@ void stkr__symc_free(stkr__symc *c);
  * went away (frames already numbered stay valid). 0 or -ENOMEM. */
 int stkr__symc_set_images(stkr__symc *c, const stkr__symimg *imgs, size_t n);
 /* The frame ids of a stack (see StackDef.frames), in memory owned by the
- * cache that stays valid and unchanged for the cache's life. Each PC not
- * seen before is resolved (one backend call); known PCs cost a hash lookup.
+ * cache that stays valid and unchanged for the cache's life; a list equal
+ * to one given before is that same memory (kept once: the cache grows
+ * with distinct lists, not calls). Each PC not seen before is resolved
+ * (one backend call); known PCs cost a hash lookup.
  * @return 0 or -ENOMEM. */
 int stkr__symc_stack(stkr__symc *c, const uint64_t *pcs, size_t n_pcs,
                      const uint32_t **frames, uint32_t *n_frames);
