@@ -79,7 +79,8 @@ typedef struct stkr_recover_opts {
 } stkr_recover_opts;
 
 typedef struct stkr_recover_stats {
-  uint64_t sessions_live;      /* writer alive (lock held): left alone */
+  uint64_t sessions_live;      /* writer alive (lock held; or, past the
+                                  budget, its pid alive): left alone */
   uint64_t sessions_dead;      /* writer gone: recovered, or tried */
   /* Sessions whose writer ended with everything written but could not
    * remove its files (it dropped its privileges after its start): not
@@ -88,7 +89,8 @@ typedef struct stkr_recover_stats {
   uint64_t sessions_recovered; /* written out (dry run: would be) */
   uint64_t sessions_failed;    /* could not be written out: files kept */
   uint64_t sessions_deferred;  /* cut short by budget_ms: files kept, and
-                                  sessions not looked at once it ran out */
+                                  sessions of a gone pid not looked at
+                                  once it ran out */
   uint64_t rings;              /* ring files read */
   uint64_t events;             /* events recovered (dry run: found) */
   uint64_t duplicates;         /* records skipped: already in a segment */
