@@ -159,6 +159,16 @@ int stkr_shutdown_for_exit(void) {
                             memory_order_relaxed);
     if (++tries > STKR__LIFE_EXIT_WAIT_MS) {
       atomic_store_explicit(&g_exit_until_ns, 0, memory_order_relaxed);
+      /* Said, as a worker that misses the budget is (worker.c): else the
+       * session just looked killed (CI, session 44: an _exit while
+       * stkr_init still ran on another thread of a starved machine, the
+       * first segment still empty). stkr__log takes no lock. */
+      stkr__log(STKR__LOG_OTHER,
+                "the recorder did not finish within %d ms at exit: another "
+                "of its calls (a start or a flush, on another thread) held "
+                "the session; what it recorded stays in the ring files for "
+                "recovery ('stackrec recover', 'stackrec record', or the "
+                "next stkr_init)", STKR__LIFE_EXIT_WAIT_MS);
       cancel_back(cs);
       return -EBUSY;
     }
