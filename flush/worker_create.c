@@ -55,6 +55,15 @@ static void recover_dir(stkr__worker *w) {
                          .budget_ms = STKR__RECOVER_BUDGET_MS,
                          .message = recover_note};
   stkr_recover_stats st;
+  const char *notify = stkr_config_env("STACKREC_NOTIFY");
+
+  /* Under `stackrec record` (its notice channel), which recovers the
+   * directory every 10 s and at its end: only a dead session of this
+   * pid (recycled), which must come before our own segments. Every
+   * process of a tree probed every live session's lock at its start, so
+   * a tree of many concurrent processes paid for their number squared
+   * (QA, session 44: 300 at once). */
+  if (notify != NULL && notify[0] != '\0') o.only_pid = w->sess.pid;
   int err = stkr_recover_dir(w->cfg.dir, &o, &st);
   if (err < 0)
     stkr__log(STKR__LOG_OTHER, "recovery in %s: %s", w->cfg.dir,

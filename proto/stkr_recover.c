@@ -480,7 +480,9 @@ int stkr_recover_dir(const char *dir, const stkr_recover_opts *opts,
       j++;
     /* Sorted: the session file (thread 0) comes first. */
     has_session = rc.files[i].thread == 0;
-    if (rc.opts.only_session != 0 && rc.files[i].sid != rc.opts.only_session) {
+    if ((rc.opts.only_session != 0 &&
+         rc.files[i].sid != rc.opts.only_session) ||
+        (rc.opts.only_pid != 0 && rc.files[i].pid != rc.opts.only_pid)) {
       /* not asked about */
     } else if (!has_session) {
       /* Rings without a session file. A session file is named before its

@@ -76,6 +76,12 @@ typedef struct stkr_recover_opts {
    * next session's first segment, not after it, where a reader would
    * find the session in two pieces. Since session 37. */
   uint64_t only_session;
+  /* Non-zero: sessions of this pid only, every other file left alone,
+   * uncounted. For a process's start under `stackrec record`, which
+   * recovers the directory itself: a dead session of its own, recycled,
+   * pid is recovered before its own first segment, and the others'
+   * sessions, live or dead, cost it nothing. Since session 44. */
+  uint32_t only_pid;
 } stkr_recover_opts;
 
 typedef struct stkr_recover_stats {

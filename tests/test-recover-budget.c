@@ -162,6 +162,14 @@ static void test_budget_defers_whole_sessions(void **state) {
            (unsigned)getpid(), 0x44ull);
   assert_int_equal(unlink(path), 0);
   assert_int_equal(tl_count_files(dir, ".ring"), rings);
+  /* only_pid (a process's start under record): another pid's dead
+   * session is not looked at, not counted, its files left as they are. */
+  stkr_recover_opts op = {.only_pid = (uint32_t)getpid()};
+  assert_int_equal(stkr_recover_dir(dir, &op, &st), 0);
+  assert_int_equal(st.sessions_dead + st.sessions_live + st.sessions_deferred +
+                       st.sessions_recovered + st.events + st.orphans, 0);
+  assert_int_equal(tl_count_files(dir, ".ring"), rings);
+  assert_int_equal(deferred_marks(cache), 1);
   /* Memory: only the stacks and payloads the rings' slots held at their
    * tails are kept from the segments, not each of the distinct payloads. */
   long kb = recovery_peak_kb(dir, &st);
