@@ -303,10 +303,16 @@ static inline bool sf_event_chain(const stkr_event_view *ev,
  * Always false without TSan, so the strict check stands there. */
 static inline __attribute__((unused)) bool sf_caught_in_tsan(const stkr_event_view *ev) {
 #ifdef SF_TSAN
-  for (size_t k = 0; k < ev->n_frames && k < 4; k++)
-    if (ev->frames[k].function != NULL &&
-        strncmp(ev->frames[k].function, "__tsan", 6) == 0)
+  /* TSan's own frames, or those of its runtime's image: a sample can land
+   * in glibc's clock_gettime called by the runtime's signal and clock
+   * code (CI, session 44: "hang stack: __GI___clock_gettime"). */
+  for (size_t k = 0; k < ev->n_frames && k < 4; k++) {
+    const char *f = ev->frames[k].function, *img = ev->frames[k].image;
+    if ((f != NULL && (strncmp(f, "__tsan", 6) == 0 ||
+                       strncmp(f, "__sanitizer", 11) == 0)) ||
+        (img != NULL && strstr(img, "libtsan") != NULL))
       return true;
+  }
   return false;
 #else
   (void)ev;
