@@ -98,7 +98,8 @@ typedef struct stkr__worker {
   /* ---- worker-thread-only state ---- */
   stkr__stacktab stacks;
   /* What the last renewal of `stacks` kept (drain_batch.c), and how many
-   * renewals there were (tests read it after a stkr_flush barrier). */
+   * renewals there were (for a debugger: stkr_stats, whose layout is the
+   * ABI's, does not carry it). */
   uint64_t stacks_kept_bytes, stack_renewals;
   stkr__segw seg;
   stkr__batchb bb;
