@@ -428,7 +428,8 @@ static int keep_list(stkr__symc *c, size_t n, const uint32_t **frames,
   for (ix = stkr_index_first(&c->list_ix, h, &pos); ix != STKR_INDEX_NONE;
        ix = stkr_index_next(&c->list_ix, h, &pos)) {
     const uint32_t *l = c->lists[ix];
-    if (l[0] == n && memcmp(l + 1, c->scratch, n * sizeof *l) == 0) {
+    if (l[0] == n &&
+        (n == 0 || memcmp(l + 1, c->scratch, n * sizeof *l) == 0)) {
       *frames = l + 1;
       *n_frames = (uint32_t)n;
       return 0;
