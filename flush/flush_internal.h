@@ -28,6 +28,7 @@
 #include <sys/types.h>
 
 #include "common/stkr_arena.h"
+#include "common/stkr_map.h"
 #include "proto/stackrec.pb-c.h"
 #include "proto/stkr_format.h"
 #include "recorder/stackrec.h"
@@ -104,7 +105,7 @@ typedef struct stkr__fconfig {
 #define STKR__DEFAULT_PAYLOAD_MAX 256u
 #define STKR__DEFAULT_EXIT_MS 100u
 #define STKR__MAX_EXIT_MS 60000u
-/* The worker's stack table (stacktable.c): 8 MiB holds ~30,000 stacks of
+/* The worker's stack table (stacktable.c): 8 MiB holds ~25,000 stacks of
  * 32 PCs, more than a day of an ordinary app's distinct stacks; the floor
  * keeps the threads' mirrors (what a renewal keeps) well inside it. */
 #define STKR__DEFAULT_STACK_TABLE_BYTES (8ull << 20)
@@ -166,8 +167,7 @@ typedef struct stkr__stack {
 } stkr__stack;
 
 typedef struct stkr__stacktab {
-  uint32_t *slots;      /* open addressing: index + 1, 0 = empty */
-  size_t nslots;        /* power of two */
+  stkr_index index;     /* key_hash(hash, site) -> index in stacks[] */
   stkr__stack *stacks;  /* stacks[id - id_base - 1] */
   size_t count, cap;
   stkr_arena arena;     /* the PCs: stacks[].pcs point into it */
@@ -203,7 +203,7 @@ static inline uint32_t stkr__stacktab_max_id(const stkr__stacktab *t) {
  * arena's blocks (what stkr_config.stack_table_bytes bounds). */
 static inline uint64_t stkr__stacktab_bytes(const stkr__stacktab *t) {
   return (uint64_t)t->arena.bytes + t->cap * sizeof(stkr__stack) +
-         t->nslots * sizeof(uint32_t);
+         t->index.cap * sizeof(stkr_map_slot);
 }
 /* Start a new generation that holds only the stacks marked in keep[] (by
  * index: keep[id - id_base - 1] != 0), under new ids above every id given

@@ -9,9 +9,9 @@
  * get two ids, because equality compares the PCs themselves. Dedup must never
  * merge stacks, or an event would be attributed to a call chain it never ran.
  *
- * Layout: open addressing with linear probing over a slot array of
- * indexes (4 bytes a slot, kept at most half full so probes stay short),
- * the stack descriptors in a dense array, and the PCs in an append-only
+ * Layout: the common stkr_index (common/stkr_map.h: open addressing, at
+ * most half full, each slot the key's hash and the stack's index), the
+ * stack descriptors in a dense array, and the PCs in an append-only
  * arena of blocks so that their addresses stay stable (the batch's
  * StackDefs point straight at them, without copying).
  *
@@ -33,65 +33,39 @@
 
 #define ARENA_BLOCK (64u * 1024u)
 
-/* Where a key's probe starts: the PC hash with the site folded in, then
- * the common finalizer: the producer's hash may be weak in its low bits
- * (or, in tests, chosen on purpose); mixing keeps the probe start uniform. */
+/* The index's key: the PC hash with the site folded in (a stack is a
+ * call chain as seen at one site); stkr_index mixes it again, so a weak
+ * producer hash (or, in tests, one chosen on purpose) costs probes only. */
 static inline uint64_t key_hash(uint64_t hash, uint32_t site) {
-  return stkr_mix64(hash ^ ((uint64_t)site * 0x9E3779B97F4A7C15ull));
+  return hash ^ ((uint64_t)site * 0x9E3779B97F4A7C15ull);
 }
 
 int stkr__stacktab_init(stkr__stacktab *t) {
   memset(t, 0, sizeof *t);
-  t->nslots = 1024;
-  t->slots = calloc(t->nslots, sizeof *t->slots);
-  return t->slots ? 0 : -ENOMEM;
+  return stkr_index_reserve(&t->index, 512);
 }
 
 void stkr__stacktab_free(stkr__stacktab *t) {
   stkr_arena_free(&t->arena);
-  free(t->slots);
+  stkr_index_free(&t->index);
   free(t->stacks);
   memset(t, 0, sizeof *t);
-}
-
-static int grow_slots(stkr__stacktab *t) {
-  size_t n = t->nslots * 2;
-  uint32_t *s = calloc(n, sizeof *s);
-  if (!s) return -ENOMEM;
-  for (size_t k = 0; k < t->count; k++) {
-    const stkr__stack *st = &t->stacks[k];
-    size_t i = (size_t)key_hash(st->hash, st->site) & (n - 1);
-    while (s[i]) i = (i + 1) & (n - 1);
-    s[i] = (uint32_t)k + 1;
-  }
-  free(t->slots);
-  t->slots = s;
-  t->nslots = n;
-  return 0;
 }
 
 uint32_t stkr__stacktab_intern(stkr__stacktab *t, uint64_t hash, uint32_t site,
                                const uint64_t *pcs, unsigned depth,
                                bool truncated) {
-  size_t mask, i;
-  uint32_t k;
+  const uint64_t key = key_hash(hash, site);
+  size_t pos, ix;
 
-  /* Keep the load factor <= 1/2 so probes stay short. Growth failing is
-   * not fatal: lookups still work, and an insert is refused only when it
-   * would leave no empty slot (which would make probing loop forever). */
-  if ((t->count + 1) * 2 > t->nslots) (void)grow_slots(t);
-  mask = t->nslots - 1;
-  i = (size_t)key_hash(hash, site) & mask;
-
-  for (; (k = t->slots[i]) != 0; i = (i + 1) & mask) {
-    const stkr__stack *s = &t->stacks[k - 1];
+  for (ix = stkr_index_first(&t->index, key, &pos); ix != STKR_INDEX_NONE;
+       ix = stkr_index_next(&t->index, key, &pos)) {
+    const stkr__stack *s = &t->stacks[ix];
     if (s->hash == hash && s->site == site && s->depth == depth &&
         s->truncated == truncated &&
         (depth == 0 || memcmp(s->pcs, pcs, depth * sizeof *pcs) == 0))
-      return t->id_base + k;
+      return t->id_base + (uint32_t)ix + 1;
   }
-
-  if (t->count + 2 > t->nslots) return 0;
 
   /* New stack. Ids are 32-bit in the format and never given twice in a
    * session, renewals included: an app whose every event is a new stack
@@ -100,6 +74,9 @@ uint32_t stkr__stacktab_intern(stkr__stacktab *t, uint64_t hash, uint32_t site,
    * stack is refused like one without memory (its event keeps stack 0,
    * "unknown"), never given an id that means another stack. */
   if (t->id_base + t->count >= UINT32_MAX - 1) return 0;
+  /* Room first, so that the add below cannot fail once the PCs are
+   * copied. A failed growth refuses only this stack; lookups still work. */
+  if (stkr_index_reserve(&t->index, t->count + 1) != 0) return 0;
   if (stkr_grow((void **)&t->stacks, &t->cap, t->count + 1,
                 sizeof *t->stacks) != 0)
     return 0;
@@ -111,8 +88,8 @@ uint32_t stkr__stacktab_intern(stkr__stacktab *t, uint64_t hash, uint32_t site,
   t->stacks[t->count] = (stkr__stack){
       .hash = hash, .site = site, .pcs = copy, .depth = (uint16_t)depth,
       .truncated = truncated, .epoch = 0};
+  (void)stkr_index_add(&t->index, key, t->count); /* reserved above */
   t->count++;
-  t->slots[i] = (uint32_t)t->count;
   t->interned++;
   return t->id_base + (uint32_t)t->count;
 }
@@ -123,9 +100,8 @@ int stkr__stacktab_renew(stkr__stacktab *t, uint32_t *keep) {
 
   for (k = 0; k < t->count; k++) kept += keep[k] != 0;
   memset(&n, 0, sizeof n);
-  for (n.nslots = 1024; n.nslots < 2 * (kept + 1);) n.nslots *= 2;
   n.id_base = stkr__stacktab_max_id(t);
-  if ((n.slots = calloc(n.nslots, sizeof *n.slots)) == NULL ||
+  if (stkr_index_reserve(&n.index, kept + 1) != 0 ||
       (kept != 0 && stkr_grow((void **)&n.stacks, &n.cap, kept,
                               sizeof *n.stacks) != 0))
     goto fail;

@@ -105,7 +105,7 @@ static void test_growth_keeps_every_stack(void **state) {
     assert_int_equal(stkr__stacktab_intern(&t, h, 1, pcs, depth, false), i + 1);
   }
   assert_int_equal(t.count, N);
-  assert_true(t.nslots >= 2 * N);
+  assert_true(t.index.cap >= 2 * N);
   for (uint32_t i = 0; i < N; i++) {
     unsigned depth = 1 + i % D;
     for (unsigned k = 0; k < depth; k++) pcs[k] = 0x400000 + i * 64 + k;
