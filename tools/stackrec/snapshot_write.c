@@ -28,6 +28,7 @@
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "common/stkr_io.h"
+#include "common/stkr_map.h"
 #include "proto/stkr_format.h"
 #include "tools/stackrec/snapshot.h"
 
@@ -49,11 +50,10 @@ struct stkr_snap_writer {
   /* Threads by tid -> ThreadDef id. */
   uint64_t *tids;
   size_t n_tids, cap_tids;
-  /* Stacks, and an open-addressing table of their indexes + 1. */
+  /* Stacks, and the common index over them. */
   wstack *stacks;
   size_t n_stacks, cap_stacks;
-  uint32_t *tab;
-  size_t tab_cap;
+  stkr_index tab; /* stack hash -> index in stacks[] */
   stkr_fmt_buf out;
 };
 
@@ -106,35 +106,20 @@ static uint32_t thread_id(stkr_snap_writer *w, uint64_t tid, bool *is_new) {
   return (uint32_t)w->n_tids;
 }
 
-static int tab_grow(stkr_snap_writer *w) {
-  size_t nc = w->tab_cap ? w->tab_cap * 2 : 256;
-  uint32_t *t = calloc(nc, sizeof *t);
-  if (!t) return -ENOMEM;
-  for (size_t i = 0; i < w->n_stacks; i++) {
-    size_t j = stkr_mix64(w->stacks[i].hash) & (nc - 1);
-    while (t[j]) j = (j + 1) & (nc - 1);
-    t[j] = (uint32_t)i + 1;
-  }
-  free(w->tab);
-  w->tab = t;
-  w->tab_cap = nc;
-  return 0;
-}
-
 /* The id of the stack (pcs, frames), adding it if new (*is_new). */
 static uint32_t stack_id(stkr_snap_writer *w, const stkr_snap_frames *f,
                          bool *is_new) {
   uint64_t h = stkr_hash_bytes(STKR_HASH_SEED, f->pcs, f->n_pcs * 8u);
-  size_t j;
+  size_t pos, ix;
   *is_new = false;
-  if ((w->n_stacks + 1) * 2 > w->tab_cap && tab_grow(w) != 0) return 0;
-  for (j = stkr_mix64(h) & (w->tab_cap - 1); w->tab[j];
-       j = (j + 1) & (w->tab_cap - 1)) {
-    const wstack *s = &w->stacks[w->tab[j] - 1];
+  for (ix = stkr_index_first(&w->tab, h, &pos); ix != STKR_INDEX_NONE;
+       ix = stkr_index_next(&w->tab, h, &pos)) {
+    const wstack *s = &w->stacks[ix];
     if (s->hash == h && s->n_pcs == f->n_pcs &&
         memcmp(s->pcs, f->pcs, f->n_pcs * 8u) == 0)
       return s->id;
   }
+  if (stkr_index_reserve(&w->tab, w->n_stacks + 1) != 0) return 0;
   if (stkr_grow((void **)&w->stacks, &w->cap_stacks, w->n_stacks + 1,
                 sizeof *w->stacks) != 0)
     return 0;
@@ -147,8 +132,8 @@ static uint32_t stack_id(stkr_snap_writer *w, const stkr_snap_frames *f,
   s->frames = f->frames;
   s->n_frames = f->n_frames;
   s->truncated = f->truncated;
+  (void)stkr_index_add(&w->tab, h, w->n_stacks); /* reserved above */
   s->id = (uint32_t)++w->n_stacks;
-  w->tab[j] = s->id;
   *is_new = true;
   return s->id;
 }
@@ -338,7 +323,7 @@ int stkr_snap_writer_close(stkr_snap_writer *w) {
   }
   STKR_FREE_EACH(w->stacks, w->n_stacks, pcs);
   free(w->stacks);
-  free(w->tab);
+  stkr_index_free(&w->tab);
   free(w->tids);
   stkr_fmt_buf_free(&w->out);
   free(w);
