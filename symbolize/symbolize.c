@@ -206,22 +206,13 @@ const char *stkr__demangle(const char *name, char **buf, size_t *cap) {
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static uint64_t hash_str(const char *s) {
-  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-  for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-  return h ? h : 1;
-}
-
+/* stkr_grow, the new elements zeroed (an epoch 0: never sent). */
 static int grow_u32(uint32_t **a, size_t *cap, size_t need) {
-  if (need <= *cap) return 0;
-  size_t nc = *cap ? *cap * 2 : 1024;
-  while (nc < need) nc *= 2;
-  uint32_t *n = realloc(*a, nc * sizeof *n);
-  if (!n) return -ENOMEM;
-  memset(n + *cap, 0, (nc - *cap) * sizeof *n);
-  *a = n;
-  *cap = nc;
-  return 0;
+  size_t old = *cap;
+  int err = stkr_grow((void **)a, cap, need, sizeof **a);
+
+  if (err == 0 && *cap > old) memset(*a + old, 0, (*cap - old) * sizeof **a);
+  return err;
 }
 
 static Stackrec__StringDef *str_get(const stkr__symc *c, uint32_t id) {
@@ -255,7 +246,7 @@ static int intern(stkr__symc *c, const char *s, uint32_t *id) {
 
   *id = 0;
   if (!s || !*s) return 0;
-  h = hash_str(s);
+  h = stkr_hash_bytes(STKR_HASH_SEED, s, strlen(s));
   for (ix = stkr_index_first(&c->str_ix, h, &pos); ix != STKR_INDEX_NONE;
        ix = stkr_index_next(&c->str_ix, h, &pos)) {
     if (strcmp(str_get(c, (uint32_t)ix + 1)->value, s) == 0) {
@@ -491,13 +482,8 @@ void stkr__symdefs_free(stkr__symdefs *d) {
 }
 
 static int push(void ***arr, size_t *n, size_t *cap, void *p) {
-  if (*n == *cap) {
-    size_t nc = *cap ? *cap * 2 : 256;
-    void **a = realloc(*arr, nc * sizeof *a);
-    if (!a) return -ENOMEM;
-    *arr = a;
-    *cap = nc;
-  }
+  if (stkr_grow((void **)arr, cap, *n + 1, sizeof **arr) != 0)
+    return -ENOMEM;
   (*arr)[(*n)++] = p;
   return 0;
 }

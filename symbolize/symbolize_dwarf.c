@@ -79,13 +79,9 @@ static void build_cu_ranges(stkr__dwidx *ix) {
     if (dwarf_offdie(ix->dw, off + hsize, &cudie)) {
       while ((r = dwarf_ranges(&cudie, r, &base, &lo, &hi)) > 0) {
         if (hi <= lo) continue;
-        if (ix->n_ranges == cap) {
-          size_t nc = cap ? cap * 2 : 64;
-          stkr__dwcurange *n = realloc(ix->ranges, nc * sizeof *n);
-          if (!n) return; /* the CUs so far: fewer answers, no wrong one */
-          ix->ranges = n;
-          cap = nc;
-        }
+        if (stkr_grow((void **)&ix->ranges, &cap, ix->n_ranges + 1,
+                      sizeof *ix->ranges) != 0)
+          return; /* the CUs so far: fewer answers, no wrong one */
         ix->ranges[ix->n_ranges++] = (stkr__dwcurange){lo, hi, off + hsize};
       }
     }
@@ -163,13 +159,8 @@ static void add_ranges(growr *g, Dwarf_Die *die) {
   ptrdiff_t off = 0;
   while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
     if (hi <= lo) continue;
-    if (g->n == g->cap) {
-      size_t nc = g->cap ? g->cap * 2 : 64;
-      stkr__dwfn *r = realloc(g->r, nc * sizeof *r);
-      if (!r) return;
-      g->r = r;
-      g->cap = nc;
-    }
+    if (stkr_grow((void **)&g->r, &g->cap, g->n + 1, sizeof *g->r) != 0)
+      return;
     g->r[g->n++] = (stkr__dwfn){lo, hi, dwarf_dieoffset(die)};
   }
 }
@@ -219,13 +210,9 @@ static stkr__dwcu *cu_index(stkr__dwidx *ix, Dwarf_Die *cudie) {
     if (ix->cus[mid].cu < off) lo = mid + 1;
     else hi = mid;
   }
-  if (ix->n_cus == ix->cap_cus) {
-    size_t nc = ix->cap_cus ? ix->cap_cus * 2 : 16;
-    stkr__dwcu *n = realloc(ix->cus, nc * sizeof *n);
-    if (!n) return NULL;
-    ix->cus = n;
-    ix->cap_cus = nc;
-  }
+  if (stkr_grow((void **)&ix->cus, &ix->cap_cus, ix->n_cus + 1,
+                sizeof *ix->cus) != 0)
+    return NULL;
   growr g = {NULL, 0, 0};
   collect(&g, cudie, 0);
   qsort(g.r, g.n, sizeof *g.r, cmp_range);

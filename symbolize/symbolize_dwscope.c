@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_grow.h"
+
 #define NONE UINT32_MAX
 #define MAX_DEPTH 64 /* as the DIE walk: deeper scopes are not followed */
 
@@ -45,16 +47,6 @@ struct stkr__dwscope_range {
   Dwarf_Addr lo, hi;
 };
 
-static bool grow(void **p, size_t *cap, size_t n, size_t size) {
-  if (n < *cap) return true;
-  size_t nc = *cap ? *cap * 2 : 64;
-  void *q = realloc(*p, nc * size);
-  if (!q) return false;
-  *p = q;
-  *cap = nc;
-  return true;
-}
-
 /* Append a node for `die` (its ranges, names, call site). @return its
  * index, or NONE when out of memory. */
 static uint32_t add_node(stkr__dwscope *s, Dwarf_Die *die, bool inlined) {
@@ -62,7 +54,8 @@ static uint32_t add_node(stkr__dwscope *s, Dwarf_Die *die, bool inlined) {
   Dwarf_Addr base, lo, hi;
   Dwarf_Word v;
   ptrdiff_t off = 0;
-  if (!grow((void **)&s->nodes, &s->cap_nodes, s->n_nodes, sizeof *s->nodes))
+  if (stkr_grow((void **)&s->nodes, &s->cap_nodes, s->n_nodes + 1,
+                sizeof *s->nodes) != 0)
     return NONE;
   stkr__dwscope_node *nd = &s->nodes[s->n_nodes];
   memset(nd, 0, sizeof *nd);
@@ -71,8 +64,8 @@ static uint32_t add_node(stkr__dwscope *s, Dwarf_Die *die, bool inlined) {
   nd->inlined = inlined;
   while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
     if (hi <= lo) continue;
-    if (!grow((void **)&s->ranges, &s->cap_ranges, s->n_ranges,
-              sizeof *s->ranges))
+    if (stkr_grow((void **)&s->ranges, &s->cap_ranges, s->n_ranges + 1,
+                  sizeof *s->ranges) != 0)
       return NONE;
     s->ranges[s->n_ranges++] = (stkr__dwscope_range){lo, hi};
     nd->n_ranges++;

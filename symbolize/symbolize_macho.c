@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "common/stkr_cmp.h"
+#include "common/stkr_grow.h"
 #include "common/stkr_io.h"
 #include "macho/macho.h"
 #include "symbolize/symbolize.h"
@@ -136,15 +137,10 @@ static void add_sym(void *arg, const char *name, uint64_t addr, uint8_t sect) {
   if (sect == 0 || sect > f->im.n_sects ||
       strcmp(f->im.sects[sect - 1].segname, "__TEXT") != 0)
     return;
-  if (f->n_syms == c->cap) {
-    size_t nc = c->cap ? c->cap * 2 : 256;
-    msym *n = realloc(f->syms, nc * sizeof *n);
-    if (!n) {
-      c->err = -ENOMEM;
-      return;
-    }
-    f->syms = n;
-    c->cap = nc;
+  if (stkr_grow((void **)&f->syms, &c->cap, f->n_syms + 1, sizeof *f->syms) !=
+      0) {
+    c->err = -ENOMEM;
+    return;
   }
   /* C symbols carry a leading '_' on Apple platforms ("_main", "__Z...",
    * "_$s..."); Objective-C methods ("-[Class sel]") do not. */

@@ -70,13 +70,8 @@ static void note_damaged(stkr__machodir *d, const char *path, const char *err) {
 
 static int add(stkr__machodir *d, const uint8_t *uuid, int rank,
                const char *path) {
-  if (d->n == d->cap) {
-    size_t nc = d->cap ? d->cap * 2 : 32;
-    uent *n = realloc(d->e, nc * sizeof *n);
-    if (!n) return -ENOMEM;
-    d->e = n;
-    d->cap = nc;
-  }
+  if (stkr_grow((void **)&d->e, &d->cap, d->n + 1, sizeof *d->e) != 0)
+    return -ENOMEM;
   if (!(d->e[d->n].path = strdup(path))) return -ENOMEM;
   memcpy(d->e[d->n].uuid, uuid, 16);
   d->e[d->n++].rank = rank;
