@@ -501,7 +501,14 @@ static void close_files(bool leftovers, uint64_t until_ns) {
     if (!leftovers && !pool_full && until_ns != 0 &&
         stkr__clock_mono_ns() >= until_ns)
       pool_full = true; /* hurry: unlink only (no re-backing needed) */
-    if (!leftovers && pool_full) {
+    /* A thread still inside an event (a signal handler that blocks in
+     * it past the stop's wait) may go on pushing: its mapping must stay
+     * what it is, neither zeroed nor handed on (test-stuck-start: its
+     * commit found its reservation gone, and the next owner of the file
+     * would have shared it). Acquire: as stkr__threads_wait_idle's. */
+    const bool in_event =
+        atomic_load_explicit(&t->busy, memory_order_acquire) != 0;
+    if (!leftovers && (pool_full || in_event)) {
       file_path(path, t->ring.session, t->ring.c->meta.file_no);
       unlink(path); /* our mapping goes on over the unlinked file */
     } else if (!leftovers) {

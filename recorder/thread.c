@@ -647,8 +647,17 @@ void stkr__threads_reset_counts(void) {
     atomic_store_explicit(&t->rn_lost, 0, memory_order_relaxed);
     t->w_rn_applied = t->w_ev_id = 0;
     t->w_rn_lost_said = false;
-    if (t->stuck_at_start)
-      continue; /* its push may go on: ring and tables left alone */
+    if (t->stuck_at_start) {
+      /* Its push may go on: its ring and its producer's tables are left
+       * alone, so it goes on sending the last session's stacks as known.
+       * The mirror held that session's ids, which the new worker's table
+       * gives to other stacks (test-stuck-start: another chain's stack,
+       * silently); emptied, those events are written as stack 0,
+       * "unknown", until the thread's next start clears its table. Its
+       * payload mirror stays: it still matches the producer's table. */
+      memset(t->w_slot_stack, 0, sizeof t->w_slot_stack);
+      continue;
+    }
     if (atomic_load_explicit(&t->exited, memory_order_acquire) == 0) {
       reback(t, ring_bytes);
       /* Attached in a session that walked with frame pointers: its row
