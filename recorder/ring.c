@@ -201,7 +201,7 @@ const stkr__record *stkr__ring_peek(stkr__ring *r) {
 }
 
 void stkr__ring_consume(stkr__ring *r, const stkr__record *rec) {
-  assert((const uint8_t *)rec == r->buf + (r->c->c_read & r->mask));
+  STKR__RING_CHECK((const uint8_t *)rec == r->buf + (r->c->c_read & r->mask));
   r->c->c_read += rec->size;
 }
 

@@ -46,6 +46,18 @@ typedef struct stkr__record_full {
   /* uint64_t pcs[depth]; then payload_len bytes; then padding */
 } stkr__record_full;
 
+/* The ring's invariants, checked in the sanitizer builds only (.bazelrc's
+ * asan and tsan configs define STKR_DEBUG_CHECKS, and CI runs every test
+ * under both): DEVELOPERS.md allows no assert on a path the app reaches,
+ * and a ring's control block lives in a shared file that something else
+ * may write into (a raw-fork child; test-stuck-start's zeroed ring, before
+ * its fix, was an abort() in every assert-enabled build). */
+#ifdef STKR_DEBUG_CHECKS
+#define STKR__RING_CHECK(x) assert(x)
+#else
+#define STKR__RING_CHECK(x) ((void)0)
+#endif
+
 #define STKR__REC_PAYLOAD_TRUNCATED STKR_RINGREC_PAYLOAD_TRUNCATED
 #define STKR__REC_STACK_TRUNCATED STKR_RINGREC_STACK_TRUNCATED
 #define STKR__REC_KNOWN STKR_RINGREC_KNOWN
@@ -271,7 +283,7 @@ static inline void *stkr__ring_reserve(stkr__ring *r, uint32_t size) {
   uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
   uint64_t off = head & r->mask;
 
-  assert(size % 8 == 0 && size >= sizeof(stkr__record));
+  STKR__RING_CHECK(size % 8 == 0 && size >= sizeof(stkr__record));
   if (__builtin_expect(size > r->mask + 1 - off || head + size > c->p_limit,
                        0))
     return stkr__ring_reserve_slow(r, size);
@@ -284,7 +296,7 @@ static inline void stkr__ring_commit(stkr__ring *r, uint32_t size) {
   stkr__ring_ctl *c = r->c;
   /* reserve() made room for p_reserved bytes at p_start; a record may end up
    * shorter (fewer frames than max_depth), never longer. */
-  assert(size <= c->p_reserved && size % 8 == 0);
+  STKR__RING_CHECK(size <= c->p_reserved && size % 8 == 0);
   /* Pairs with the acquire load of head in stkr__ring_peek(): the consumer
    * that sees this head also sees every byte of the record (and of a wrap
    * marker written before it). */
