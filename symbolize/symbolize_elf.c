@@ -46,6 +46,7 @@
 
 #include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
+#include "common/stkr_hex.h"
 #include "common/stkr_io.h"
 #include "symbolize/symbolize.h"
 #include "symbolize/symbolize_dwarf.h"
@@ -109,13 +110,6 @@ static void warnf(stkr__symbe *be, const char *fmt, ...) {
   be->warn(be->warn_arg, buf);
 }
 
-static void hex(char *out, size_t cap, const uint8_t *p, size_t n) {
-  size_t i;
-  if (cap == 0) return;
-  out[0] = '\0';
-  for (i = 0; i < n && 2 * i + 2 < cap; i++) sprintf(out + 2 * i, "%02x", p[i]);
-}
-
 /* ---- separate debug files, locally only ---------------------------------- */
 
 /* Does the ELF file open on fd carry build-id (bid, len)? */
@@ -162,7 +156,7 @@ int stkr__find_debuginfo(Dwfl_Module *mod, void **userdata,
   (void)modname;
   (void)base;
   (void)debuglink_crc;
-  if (len > 0) hex(hexid, sizeof hexid, bits, (size_t)len);
+  if (len > 0) stkr_hex(hexid, sizeof hexid, bits, (size_t)len);
   if (file_name) {
     const char *slash = strrchr(file_name, '/');
     if (slash)
@@ -387,7 +381,7 @@ static bidres check_file(const mod *m, const char *path, int *fd, char *got,
     elf_end(e);
     return BID_MATCH;
   }
-  hex(got, got_cap, len > 0 ? bid : NULL, len > 0 ? (size_t)len : 0);
+  stkr_hex(got, got_cap, bid, len > 0 ? (size_t)len : 0);
   elf_end(e);
   close(*fd);
   return BID_MISMATCH;
@@ -417,7 +411,7 @@ static int find_file(stkr__symbe *be, mod *m, const char *also,
    * its CFI): its frames keep image+offset, said nowhere, as the same
    * kernel code in every process would make a note at every run. */
   if (strcmp(m->img.path, "[vdso]") == 0) return -1;
-  hex(want, sizeof want, m->img.build_id, m->img.build_id_len);
+  stkr_hex(want, sizeof want, m->img.build_id, m->img.build_id_len);
   for (size_t i = 0; i < be->n_dirs; i++) {
     static const char *const fmt[] = {"%s/.build-id/%.2s/%s", "%s/.build-id/%.2s/%s.debug"};
     for (int f = 0; f < 3; f++) {

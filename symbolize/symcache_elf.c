@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "common/stkr_cmp.h"
+#include "common/stkr_hex.h"
 #include "common/stkr_io.h"
 #include "symbolize/symbolize_dwarf.h"
 
@@ -124,11 +125,7 @@ static uint64_t dwarf_bytes(Dwarf *dw) {
 
 void stkr__symcache_elf_name(const uint8_t *id, size_t len, char *out,
                              size_t cap) {
-  size_t k;
-  if (cap == 0) return;
-  for (k = 0; k < len && 2 * k + 2 < cap; k++)
-    snprintf(out + 2 * k, 3, "%02x", id[k]);
-  out[2 * k] = '\0';
+  (void)stkr_hex(out, cap, id, len);
 }
 
 int stkr__symelf_build_id(const char *path, uint8_t *id, size_t cap) {

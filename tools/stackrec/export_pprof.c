@@ -43,6 +43,7 @@
 #include <zlib.h>
 
 #include "common/stkr_grow.h"
+#include "common/stkr_hex.h"
 #include "tools/stackrec/export.h"
 #include "tools/pprof_pb/profile.pb-c.h"
 
@@ -117,7 +118,7 @@ oom:
  * mapping ("File: dash" when a shell that recorded nothing came first). */
 static int add_images(pp *p) {
   stkr_reader *r = p->x->r;
-  size_t i, k, j, n_proc = stkr_reader_process_count(r);
+  size_t i, k, n_proc = stkr_reader_process_count(r);
 
   for (size_t step = 0; step < 2 * n_proc; step++) {
     const stkr_image_info *im;
@@ -148,10 +149,7 @@ static int add_images(pp *p) {
       g->load_address = im[k].load_address;
       if (im[k].build_id_len > 0) {
         char hex[2 * 64 + 1];
-        size_t bl = im[k].build_id_len < 64 ? im[k].build_id_len : 64;
-        for (j = 0; j < bl; j++)
-          snprintf(hex + 2 * j, 3, "%02x", im[k].build_id[j]);
-        hex[2 * bl] = '\0';
+        (void)stkr_hex(hex, sizeof hex, im[k].build_id, im[k].build_id_len);
         g->m.build_id = str(p, hex);
       }
     }

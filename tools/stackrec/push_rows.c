@@ -23,6 +23,7 @@
 
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
+#include "common/stkr_hex.h"
 #include "tools/stackrec/agg.h"
 #include "tools/stackrec/breakdown.h"
 #include "tools/stackrec/push.h"
@@ -328,12 +329,7 @@ static int ids_row(stkr__buf *b, const stkr__push_ids *id, uint32_t pid) {
 
 static int hex(stkr__buf *b, const uint8_t *p, size_t n) {
   char t[2 * 64 + 1];
-  size_t i;
-  if (n > 64)
-    n = 64;
-  for (i = 0; i < n; i++)
-    snprintf(t + 2 * i, 3, "%02x", p[i]);
-  t[2 * n] = '\0';
+  (void)stkr_hex(t, sizeof t, p, n); /* 64 bytes at most */
   return stkr__rb_str(b, t);
 }
 
@@ -415,9 +411,8 @@ void stkr__push_names_of(const struct stkr__push_opts *o, const stkr_reader *r,
     snprintf(out->build, sizeof out->build, "%s", o->build);
   } else if (pi != NULL && stkr_reader_images(r, proc, &im, &n) == 0 &&
              n > 0 && im[0].build_id_len > 0) {
-    size_t k, l = im[0].build_id_len > 64 ? 64 : im[0].build_id_len;
-    for (k = 0; k < l; k++)
-      snprintf(out->build + 2 * k, 3, "%02x", im[0].build_id[k]);
+    (void)stkr_hex(out->build, sizeof out->build, im[0].build_id,
+                   im[0].build_id_len > 64 ? 64 : im[0].build_id_len);
   } else {
     snprintf(out->build, sizeof out->build, "unknown");
   }
