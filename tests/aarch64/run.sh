@@ -14,9 +14,11 @@
 # their exact PCs), async-walk (Swift async context chains, with extended
 # frame records made by clang-14 for aarch64), sample and watchdog
 # (another thread's stack from the aarch64 ucontext), unwind (compact unwind
-# tables and the hybrid walk against glibc's backtrace()), clock (the event
-# clock: cntvct_el0 and its conversion), preload (tests/aarch64/preload.sh:
-# the hook library preloaded into programs, read back by preload_read.c).
+# tables and the hybrid walk against glibc's backtrace()), unwind-eh-frame
+# (tables from files: python3's images, hostile .eh_frame bytes), clock
+# (the event clock: cntvct_el0 and its conversion), preload
+# (tests/aarch64/preload.sh: the hook library preloaded into programs, read
+# back by preload_read.c).
 # Fork-follow cases are skipped under qemu-user, which
 # cannot run threads in a child forked from a multi-threaded guest.
 #
@@ -130,13 +132,15 @@ done
   -o "$out/uw_gai.o" || fails=$((fails + 1))
 build unwind -DUWT_ORACLE_GLIBC tests/test-unwind.c unwind/*.c "$out/uw_chain.o" \
   "$out/uw_gai.o" "${testlib[@]}" -lcmocka -lpthread -ldl || fails=$((fails + 1))
+build unwind-eh-frame tests/test-unwind-eh-frame.c unwind/*.c "${testlib[@]}" \
+  -lcmocka -lpthread -ldl || fails=$((fails + 1))
 
 # The event clock on aarch64: cntvct_el0 at cntfrq_el0 (under qemu-user
 # too), converted to CLOCK_MONOTONIC ns by the worker (issue 18).
 build clock tests/test-clock.c "${testlib[@]}" "${product[@]}" || fails=$((fails + 1))
 
 for t in walk ring event hostile format reader damage hostile-files record flush async-walk \
-    sample watchdog unwind clock; do
+    sample watchdog unwind unwind-eh-frame clock; do
   bin="$out/bin/$t"
   [ -x "$bin" ] || continue
   log="$out/$t.log"
