@@ -6,9 +6,11 @@
  * exact demangled names, file basenames, the line of every call (which
  * the fixture prints) and the inline frame. Also: `stackrec symbolize` on
  * offline recordings, a stripped copy whose debug file is found only by
- * build-id, a binary replaced by another build (offsets and a warning,
- * never a name), repeated stacks doing no resolver work, segments that each
- * carry their own definitions, and `stackrec dump --app-only`.
+ * build-id, repeated stacks doing no resolver work, segments that each
+ * carry their own definitions, and `stackrec dump --app-only`. Files that
+ * are not what the symbolizer looks for (another build, FIFOs, a segment
+ * it cannot read): test-symbolize-files.c. Both over
+ * tests/symbolize_harness.h.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,185 +28,8 @@
 #include <cmocka.h>
 
 #include "proto/stkr_reader.h"
-#include "tests/symfixture/fixture.h"
+#include "tests/symbolize_harness.h"
 #include "tests/testlib.h"
-
-static char g_fixture[4096], g_plugin[4096], g_tool[4096], g_tmp[4096];
-static char g_out[1 << 16], g_err[1 << 16];
-static int g_line_of[L_COUNT];
-static unsigned long long g_resolved[2];
-
-static const tl_capture g_sh = {g_out, sizeof g_out, g_err, sizeof g_err,
-                                g_tmp, true, -1};
-/* Run a shell command line; stdout/stderr into g_out/g_err. @return exit
- * status (killed: fails the test). */
-#define sh(...) tl_sh(&g_sh, __VA_ARGS__)
-
-/* Run the fixture binary `bin` with `env` (shell assignments) recording
- * into dir; parse its output into g_line_of and g_resolved. */
-static void run_fixture_after(const char *pre, const char *bin,
-                              const char *env, const char *dir) {
-  int st = sh("%sSTACKREC_DIR='%s' STACKREC_FLUSH_MS=50 %s '%s'", pre, dir,
-              env, bin);
-  const char *p = g_out;
-  int got = 0, k, v;
-  unsigned long long r;
-  if (st != 0) fail_msg("fixture exited %d:\n%s", st, g_err);
-  for (int n = 0; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-    if (sscanf(p, "resolved %llu", &r) == 1 && n < 2) g_resolved[n++] = r;
-    if (sscanf(p, "line %d %d", &k, &v) == 2 && k >= 0 && k < L_COUNT) {
-      g_line_of[k] = v;
-      got++;
-    }
-  }
-  assert_int_equal(got, L_COUNT);
-}
-
-/* (run_fixture_after: the shell runs `pre` first, "" for nothing.) */
-static void run_fixture(const char *bin, const char *env, const char *dir) {
-  run_fixture_after("", bin, env, dir);
-}
-
-static void mkpath(char *buf, size_t cap, const char *name) {
-  snprintf(buf, cap, "%s/%s", g_tmp, name);
-}
-
-static int setup(void **state) {
-  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
-  (void)state;
-  if (tl_mkdtemp(g_tmp, sizeof g_tmp, "sym") != 0) return -1;
-  snprintf(g_fixture, sizeof g_fixture, "%s/%s/tests/symfixture/symfixture",
-           src ? src : ".", ws ? ws : ".");
-  snprintf(g_plugin, sizeof g_plugin, "%s/%s/tests/symfixture/symplugin",
-           src ? src : ".", ws ? ws : ".");
-  snprintf(g_tool, sizeof g_tool, "%s/%s/tools/stackrec", src ? src : ".",
-           ws ? ws : ".");
-  if (access(g_fixture, X_OK) != 0 || access(g_tool, X_OK) != 0) {
-    fprintf(stderr, "missing %s or %s\n", g_fixture, g_tool);
-    return -1;
-  }
-  return 0;
-}
-
-/* ---- expected frames ----------------------------------------------------- */
-
-typedef struct want {
-  const char *function, *file;
-  int line_key;
-  bool inlined;
-} want;
-
-static const want want_c[] = {
-    {"inlined_helper", "fixture_c.c", L_INLINED, true},
-    {"outer_c", "fixture_c.c", L_OUTER_C, false},
-    {"static_mid", "fixture_c.c", L_STATIC_MID, false},
-    {"run_c", "fixture_c.c", L_RUN_C, false},
-    {"chains", "fixture_main.c", L_MAIN_C, false},
-    {"main", "fixture_main.c", L_MAIN, false},
-};
-static const want want_cc[] = {
-    {"int fx::twice<int>(int)", "fixture_cc.cc", L_TWICE, false},
-    {"fx::Widget::poke(int)", "fixture_cc.cc", L_POKE, false},
-    {"run_cc", "fixture_cc.cc", L_RUN_CC, false},
-    {"chains", "fixture_main.c", L_MAIN_CC, false},
-    {"main", "fixture_main.c", L_MAIN, false},
-};
-
-static const char *base(const char *p) {
-  const char *s = p ? strrchr(p, '/') : NULL;
-  return s ? s + 1 : p;
-}
-
-/* The load address of the image at `path` in process 0. */
-static uint64_t load_address(stkr_reader *r, const char *path) {
-  const stkr_image_info *im;
-  size_t n;
-  assert_int_equal(stkr_reader_images(r, 0, &im, &n), 0);
-  for (size_t i = 0; i < n; i++)
-    if (strcmp(im[i].path, path) == 0) return im[i].load_address;
-  fail_msg("image %s not in the recording", path);
-  return 0;
-}
-
-/* Check one event's frames against w[]: names, files, lines, inline
- * flags, PCs, image and offset; `symbols` false: our frames must have no
- * name, only image+offset (an unusable binary). */
-static void check_event(stkr_reader *r, const stkr_event_view *ev,
-                        const want *w, size_t nw, const char *image_base,
-                        bool symbols) {
-  size_t pc = 0;
-  if (!symbols) { /* one frame per PC: as many as our real frames */
-    size_t real = 0;
-    for (size_t i = 0; i < nw; i++) real += !w[i].inlined;
-    nw = real;
-  }
-  assert_true(ev->n_frames >= nw);
-  for (size_t i = 0; i < nw; i++) {
-    const stkr_frame *f = &ev->frames[i];
-    if (i > 0 && !ev->frames[i - 1].inlined) pc++;
-    assert_int_equal(f->pc, ev->pcs[pc]);
-    assert_non_null(f->image);
-    assert_string_equal(base(f->image), image_base);
-    assert_int_equal(f->offset, f->pc - load_address(r, f->image));
-    assert_true(f->is_app);
-    if (!symbols) {
-      assert_null(f->function);
-      assert_null(f->file);
-      assert_false(f->inlined);
-      continue;
-    }
-    if (!f->function || strcmp(f->function, w[i].function) != 0)
-      fail_msg("frame %zu: function %s, want %s", i,
-               f->function ? f->function : "(null)", w[i].function);
-    assert_non_null(f->file);
-    assert_string_equal(base(f->file), w[i].file);
-    if ((int)f->line != g_line_of[w[i].line_key])
-      fail_msg("frame %zu (%s): line %u, want %d", i, w[i].function,
-               (unsigned)f->line, g_line_of[w[i].line_key]);
-    assert_int_equal(f->inlined, w[i].inlined);
-  }
-  if (!symbols) return;
-  /* Past main: libc's start code, not the app's. */
-  for (size_t i = nw; i < ev->n_frames; i++) assert_false(ev->frames[i].is_app);
-}
-
-/* Read dir; check every event; @return the number of events. Also counts
- * the distinct PCs of the recording into *pcs (if not NULL). */
-static uint64_t check_recording(const char *dir, const char *image_base,
-                                bool symbols, size_t *pcs) {
-  stkr_reader *r;
-  stkr_event_view ev;
-  uint64_t n = 0, seen_c = 0, seen_cc = 0;
-  uint64_t uniq[256];
-  size_t nu = 0;
-  int rc;
-  assert_int_equal(stkr_reader_open(dir, NULL, &r), 0);
-  while ((rc = stkr_reader_next(r, &ev)) == 1) {
-    n++;
-    for (size_t i = 0; i < ev.n_pcs; i++) {
-      size_t k = 0;
-      while (k < nu && uniq[k] != ev.pcs[i]) k++;
-      if (k == nu && nu < 256) uniq[nu++] = ev.pcs[i];
-    }
-    if (strcmp(ev.site, "sym.c") == 0) {
-      check_event(r, &ev, want_c, sizeof want_c / sizeof *want_c, image_base,
-                  symbols);
-      seen_c++;
-    } else if (strcmp(ev.site, "sym.cc") == 0) {
-      check_event(r, &ev, want_cc, sizeof want_cc / sizeof *want_cc,
-                  image_base, symbols);
-      seen_cc++;
-    } else {
-      fail_msg("unexpected site %s", ev.site);
-    }
-  }
-  assert_int_equal(rc, 0);
-  assert_int_equal(seen_c, 1001);
-  assert_int_equal(seen_cc, 1001);
-  stkr_reader_free(r);
-  if (pcs) *pcs = nu;
-  return n;
-}
 
 /* No event of dir has frames. */
 static void check_no_frames(const char *dir) {
@@ -276,9 +101,8 @@ static void test_inproc_segments_self_contained(void **state) {
 static void test_offline_then_symbolize(void **state) {
   char dir[4200], out[4200];
   (void)state;
-  mkpath(dir, sizeof dir, "offline");
   mkpath(out, sizeof out, "offline-sym");
-  run_fixture(g_fixture, "STACKREC_SYMBOLIZE=offline", dir);
+  record_offline(g_fixture, "offline", dir, sizeof dir);
   assert_int_equal(g_resolved[0], 0); /* the device does no symbol work */
   assert_int_equal(g_resolved[1], 0);
   check_no_frames(dir);
@@ -333,8 +157,7 @@ static void test_stripped_debug_by_build_id(void **state) {
   char app[4200], dbg[4200], dir[4200], out[4200];
   (void)state;
   stripped_app(app, sizeof app, dbg, sizeof dbg);
-  mkpath(dir, sizeof dir, "stripped");
-  run_fixture(app, "STACKREC_SYMBOLIZE=offline", dir);
+  record_offline(app, "stripped", dir, sizeof dir);
   /* Without the debug dir: image+offset only, and a note saying so. */
   mkpath(out, sizeof out, "stripped-nodbg");
   assert_int_equal(sh("'%s' symbolize -o '%s' '%s'", g_tool, out, dir), 0);
@@ -395,25 +218,6 @@ static void test_inproc_symcache(void **state) {
   /* "none": no cache read, the binary's own symbols and DWARF. */
   snprintf(env, sizeof env, "XDG_CACHE_HOME='%s' STACKREC_SYMCACHE=none", xdg);
   mkpath(dir, sizeof dir, "symcache-inproc-none");
-  run_fixture(g_fixture, env, dir);
-  check_recording(dir, "symfixture", true, NULL);
-}
-
-/* A FIFO under the app's cache name (the directory may be shared, anyone's
- * to write into): the in-process reader refuses it and reads the DWARF.
- * Before, its open() waited for a writer forever and the app hung in its
- * first flush (a regression shows here as the test's timeout). */
-static void test_inproc_symcache_fifo(void **state) {
-  char full[4200], fifo[4200], env[4400], dir[4200];
-  (void)state;
-  mkpath(full, sizeof full, "symcache-fifo-src");
-  mkpath(fifo, sizeof fifo, "symcache-fifo");
-  if (sh("'%s' symcache build '%s' -o '%s' && mkdir -p '%s' && "
-         "for f in '%s'/*.stkrsym; do mkfifo \"%s/${f##*/}\" || exit 1; done",
-         g_tool, g_fixture, full, fifo, full, fifo) != 0)
-    fail_msg("fifo under the cache's name: %s", g_err);
-  snprintf(env, sizeof env, "STACKREC_SYMCACHE='%s'", fifo);
-  mkpath(dir, sizeof dir, "symcache-inproc-fifo");
   run_fixture(g_fixture, env, dir);
   check_recording(dir, "symfixture", true, NULL);
 }
@@ -580,142 +384,6 @@ static void test_stacks_first_seen_at_the_end(void **state) {
   check_app_frames_kept(out);
 }
 
-/* Flip the first byte of the GNU build-id of the ELF file at path. */
-static void flip_build_id(const char *path) {
-  uint8_t id[64], *data;
-  size_t n = 0, len;
-  FILE *f;
-  assert_int_equal(sh("readelf -n '%s' | sed -n 's/.*Build ID: *//p'", path), 0);
-  for (const char *p = g_out; n < sizeof id && sscanf(p, "%2hhx", &id[n]) == 1;
-       p += 2)
-    n++;
-  assert_true(n >= 8);
-  assert_non_null(f = fopen(path, "r+b"));
-  fseek(f, 0, SEEK_END);
-  len = (size_t)ftell(f);
-  rewind(f);
-  assert_non_null(data = malloc(len));
-  assert_int_equal(fread(data, 1, len, f), len);
-  uint8_t *at = memmem(data, len, id, n);
-  assert_non_null(at);
-  fseek(f, (long)(at - data), SEEK_SET);
-  fputc(at[0] ^ 0xff, f);
-  assert_int_equal(fclose(f), 0);
-  free(data);
-}
-
-static void test_mismatched_binary(void **state) {
-  char app[4200], dir[4200], out[4200];
-  (void)state;
-  mkpath(app, sizeof app, "rebuilt-app");
-  mkpath(dir, sizeof dir, "mismatch");
-  mkpath(out, sizeof out, "mismatch-sym");
-  assert_int_equal(sh("cp '%s' '%s' && chmod u+w '%s'", g_fixture, app, app), 0);
-  run_fixture(app, "STACKREC_SYMBOLIZE=offline", dir);
-  /* Another build at the same path: same code, a different build-id (its
-   * first byte flipped in the note). */
-  flip_build_id(app);
-  assert_int_equal(sh("'%s' symbolize -o '%s' '%s'", g_tool, out, dir), 0);
-  assert_non_null(strstr(g_err, "build-id mismatch"));
-  assert_non_null(strstr(g_err, "rebuilt-app"));
-  /* Offsets, never a name from the wrong binary. */
-  check_recording(out, "rebuilt-app", false, NULL);
-}
-
-/* A FIFO where a file is looked for (the recorded image's path, a debug
- * dir's build-id and by-name entries) is passed over, never opened for a
- * read that waits for a writer: symbolize ends (bounded by `timeout` here:
- * before the fix it blocked forever) and says the image was not found. */
-static void test_fifo_in_place_of_files(void **state) {
-  char app[4200], dbg[4200], dir[4200], out[4200], bid[128];
-  (void)state;
-  mkpath(app, sizeof app, "fifo-app");
-  mkpath(dbg, sizeof dbg, "fifo-dbg");
-  mkpath(dir, sizeof dir, "fifo-rec");
-  mkpath(out, sizeof out, "fifo-sym");
-  assert_int_equal(sh("cp '%s' '%s' && chmod u+w '%s'", g_fixture, app, app), 0);
-  run_fixture(app, "STACKREC_SYMBOLIZE=offline", dir);
-  assert_int_equal(sh("readelf -n '%s' | sed -n 's/.*Build ID: *//p'", app), 0);
-  snprintf(bid, sizeof bid, "%.40s", g_out);
-  assert_true(strlen(bid) >= 8);
-  assert_int_equal(sh("rm '%s' && mkfifo '%s' && mkdir -p '%s/.build-id/%.2s' "
-                      "&& mkfifo '%s/.build-id/%.2s/%s' "
-                      "'%s/.build-id/%.2s/%s.debug' '%s/fifo-app'",
-                      app, app, dbg, bid, dbg, bid, bid + 2, dbg, bid,
-                      bid + 2, dbg), 0);
-  assert_int_equal(sh("timeout -s KILL 120 '%s' symbolize --debug-dir '%s' "
-                      "-o '%s' '%s'", g_tool, dbg, out, dir), 0);
-  assert_non_null(strstr(g_err, "fifo-app: no file with build-id"));
-  check_recording(out, "fifo-app", false, NULL);
-}
-
-/* A segment symbolize cannot read (a FIFO under a segment's name): OUT
- * holds a "lost" marker in its place, so that verify of OUT says damaged
- * (it said intact, exit 0, the process gone), and the readable process
- * is symbolized as ever. */
-static void test_unreadable_segment_marked_lost(void **state) {
-  char dir[4200], out[4200];
-  (void)state;
-  mkpath(dir, sizeof dir, "lost-rec");
-  mkpath(out, sizeof out, "lost-sym");
-  run_fixture(g_fixture, "STACKREC_SYMBOLIZE=offline", dir);
-  assert_int_equal(sh("mkfifo '%s/stackrec-4242-000001.zst'", dir), 0);
-  /* A sparse 100 GiB file, too (QA, session 40: read whole, it took all
-   * memory; out of memory, the run left OUT a partial copy that verified
-   * intact): left out quickly, in bounded memory, and marked lost. */
-  assert_int_equal(sh("truncate -s 100G '%s/stackrec-4243-000001.zst'", dir),
-                   0);
-  assert_int_equal(sh("timeout -s KILL 120 '%s' symbolize "
-                      "-o '%s' '%s'", g_tool, out, dir), 1);
-  assert_non_null(strstr(g_err, "stackrec-4242-000001.zst: not a regular file"));
-  assert_non_null(strstr(g_err, "stackrec-4243-000001.zst: larger than the 1 "
-                                "GiB symbolize reads"));
-  assert_int_equal(sh("'%s' verify '%s'", g_tool, out), 1);
-  assert_non_null(strstr(g_out, "stackrec-4242-000001.zst: offset 0: a "
-                                "segment lost before this recording was made"));
-  assert_non_null(strstr(g_out, "stackrec-4243-000001.zst: offset 0: a "
-                                "segment lost before this recording was made"));
-  assert_int_equal(sh("rm '%s/stackrec-4242-000001.zst' "
-                      "'%s/stackrec-4243-000001.zst'", out, out), 0);
-  assert_int_equal(check_recording(out, "symfixture", true, NULL), 2002);
-}
-
-/* The same for the separate debug file that libdw's callback looks for by
- * .gnu_debuglink (stkr__find_debuginfo, in every libdwfl user of ours):
- * `symcache build` of a binary whose debug file in .debug/ is a FIFO ends
- * (it blocked in libdw's own open before), with the symbols alone; with the
- * real file there, the cache has its frames. */
-static void test_fifo_debuglink(void **state) {
-  char app[4200], dbg[4200], out[4200];
-  (void)state;
-  mkpath(app, sizeof app, "dl/app");
-  mkpath(out, sizeof out, "dl-caches");
-  snprintf(dbg, sizeof dbg, "%s", app);
-  *strrchr(dbg, '/') = '\0';
-  assert_int_equal(sh("mkdir -p '%s/.debug' && cp '%s' '%s' && chmod u+w '%s' "
-                      "&& objcopy --only-keep-debug '%s' '%s/.debug/app.dbg' "
-                      "&& strip --strip-debug '%s' && "
-                      "objcopy --add-gnu-debuglink='%s/.debug/app.dbg' '%s'",
-                      dbg, g_fixture, app, app, app, dbg, app, dbg, app), 0);
-  int frames[2] = {-1, -1};
-  for (int k = 0; k < 2; k++) {
-    const char *p;
-    if (k == 1)
-      assert_int_equal(sh("rm '%s/.debug/app.dbg' && "
-                          "mkfifo '%s/.debug/app.dbg'", dbg, dbg), 0);
-    assert_int_equal(sh("timeout -s KILL 120 '%s' symcache build -o '%s/%d' "
-                        "'%s'", g_tool, out, k, app), 0);
-    /* "...: N ranges, N frames, ..." */
-    assert_non_null(p = strstr(g_out, " ranges, "));
-    frames[k] = atoi(p + strlen(" ranges, "));
-  }
-  /* With the debug file: inlined calls and lines, far more frames than
-   * the symbol table alone gives without it. */
-  if (!(frames[0] > frames[1] && frames[1] >= 0))
-    fail_msg("frames with the debug file %d, with a FIFO %d", frames[0],
-             frames[1]);
-}
-
 static void test_dump_frames_and_app_only(void **state) {
   char dir[4200];
   (void)state;
@@ -796,11 +464,8 @@ static void test_second_run_ids_above_the_first(void **state) {
 TL_TEST_MAIN("symbolize", setup, NULL, test_inproc_frames,
              test_inproc_segments_self_contained, test_offline_then_symbolize,
              test_stripped_debug_by_build_id, test_inproc_symcache,
-             test_inproc_symcache_fifo, test_inproc_small_default_stack,
-             test_inproc_stripped_debuglink,
-             test_mismatched_binary, test_fifo_in_place_of_files,
-             test_unreadable_segment_marked_lost,
-             test_fifo_debuglink, test_dump_frames_and_app_only,
+             test_inproc_small_default_stack, test_inproc_stripped_debuglink,
+             test_dump_frames_and_app_only,
              test_dlopen_plugin_and_app_paths,
              test_stacks_first_seen_at_the_end,
              test_second_run_ids_above_the_first,
