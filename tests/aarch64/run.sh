@@ -9,14 +9,14 @@
 # Tests: walk, ring, event (capture, rings, signals, fork), hostile (real
 # stacks: code without frame pointers, sigaltstack, tiny/guarded stacks,
 # deep recursion, PAC bits), format, reader, damage and hostile-files
-# (recording format and the reader on damaged input), record and flush (the
-# whole product end to end: known call chains on threads read back with
-# their exact PCs), async-walk (Swift async context chains, with extended
-# frame records made by clang-14 for aarch64), sample and watchdog
-# (another thread's stack from the aarch64 ucontext), unwind (compact unwind
-# tables and the hybrid walk against glibc's backtrace()), unwind-eh-frame
-# (tables from files: python3's images, hostile .eh_frame bytes), clock
-# (the event clock: cntvct_el0 and its conversion), preload
+# (recording format and the reader on damaged input), record, flush and
+# flush-payloads (the whole product end to end: known call chains on
+# threads read back with their exact PCs), async-walk (Swift async context
+# chains, with extended frame records made by clang-14 for aarch64), sample
+# and watchdog (another thread's stack from the aarch64 ucontext), unwind
+# (compact unwind tables and the hybrid walk against glibc's backtrace()),
+# unwind-eh-frame (tables from files: python3's images, hostile .eh_frame
+# bytes), clock (the event clock: cntvct_el0 and its conversion), preload
 # (tests/aarch64/preload.sh: the hook library preloaded into programs, read
 # back by preload_read.c).
 # Fork-follow cases are skipped under qemu-user, which
@@ -109,8 +109,10 @@ product=("${recorder[@]}" "${flush[@]}" "${proto[@]}" -ldw -lelf -lzstd
 build record -fno-optimize-sibling-calls -Dmain=stkr__test_main \
   tests/test-record.c tests/aarch64/skip_main.c "${testlib[@]}" "${product[@]}" \
   || fails=$((fails + 1))
-build flush -Dmain=stkr__test_main tests/test-flush.c tests/test-flush-util.c \
-  tests/aarch64/skip_main.c "${testlib[@]}" "${product[@]}" || fails=$((fails + 1))
+for t in flush flush-payloads; do
+  build "$t" -Dmain=stkr__test_main "tests/test-$t.c" tests/test-flush-util.c \
+    tests/aarch64/skip_main.c "${testlib[@]}" "${product[@]}" || fails=$((fails + 1))
+done
 build async-walk -fno-optimize-sibling-calls tests/test-async-walk.c \
   "${testlib[@]}" "${product[@]}" -ldl || fails=$((fails + 1))
 # Sampling another thread (the handler reads the aarch64 ucontext) and the
@@ -139,13 +141,13 @@ build unwind-eh-frame tests/test-unwind-eh-frame.c unwind/*.c "${testlib[@]}" \
 # too), converted to CLOCK_MONOTONIC ns by the worker (issue 18).
 build clock tests/test-clock.c "${testlib[@]}" "${product[@]}" || fails=$((fails + 1))
 
-for t in walk ring event hostile format reader damage hostile-files record flush async-walk \
-    sample watchdog unwind unwind-eh-frame clock; do
+for t in walk ring event hostile format reader damage hostile-files record flush \
+    flush-payloads async-walk sample watchdog unwind unwind-eh-frame clock; do
   bin="$out/bin/$t"
   [ -x "$bin" ] || continue
   log="$out/$t.log"
   skip=""
-  case $t in record|flush) skip="test_fork_follow*" ;; esac
+  case $t in record|flush|flush-payloads) skip="test_fork_follow*" ;; esac
   ( cd "$out" && STKR_SKIP="$skip" TEST_TMPDIR="$out" STKR_NO_CLI=1 STKR_UNDER_QEMU=1 \
       STKR_ASYNC_FIXTURE="$async_fixture" timeout 600 "$qemu" "$bin" ) >"$log" 2>&1
   status=$?
