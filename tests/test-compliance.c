@@ -16,8 +16,9 @@
  * Findings are checked in JSON (parsed with the tools' JSON reader), in
  * JUnit XML (python3's xml parser and a structure check), in the HTML page
  * (headless Chromium's DOM); the draft manifest with python3's plistlib.
- * Malformed policy, module map and manifest files must exit 2 naming the
- * file and position.
+ * Malformed policy, module map and manifest files, which must exit 2
+ * naming the file and position: test-compliance-inputs.c (the recording
+ * of both: tests/compliance_harness.h).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -36,137 +37,11 @@
 
 #include "tests/chromium_run.h"
 #include "tests/cli_run.h"
+#include "tests/compliance_harness.h"
 #include "tests/fixture.h"
 #include "tests/flush_util.h"
 #include "tests/testlib.h"
 #include "tools/stackrec/json.h"
-
-static char g_tmp[512], g_rec[600], g_ctl[600], g_app[4096], g_policy[600],
-    g_map[600], g_san_rt[1024];
-
-/* LD_PRELOAD the sanitizer runtime for a command that runs the hooks. */
-static void san_preload(bool on) {
-  if (g_san_rt[0] == '\0')
-    return;
-  if (on) {
-    setenv("LD_PRELOAD", g_san_rt, 1);
-    setenv("ASAN_OPTIONS", "detect_leaks=0", 1); /* bash's leaks: not ours */
-  } else {
-    unsetenv("LD_PRELOAD");
-    unsetenv("ASAN_OPTIONS");
-  }
-}
-
-static const char k_policy[] =
-    "{\"rules\": [\n"
-    " {\"id\": \"before-consent\", \"sites\": \"identifiers.*\",\n"
-    "  \"before_mark\": \"consent.granted\"},\n"
-    " {\"id\": \"background-location\", \"sites\": \"network.connect\",\n"
-    "  \"in_state\": \"app.background\"},\n"
-    " {\"id\": \"too-often\", \"sites\": \"identifiers.*\", "
-    "\"max_per_minute\": 30},\n"
-    " {\"id\": \"pay-disk\", \"sites\": \"reasons.statvfs\", "
-    "\"modules\": \"PaySDK\"}\n"
-    "]}\n";
-
-static const char k_map[] =
-    "{\"modules\": [\n"
-    " {\"name\": \"AcmeSDK\", \"images\": [\"libacme*\"]},\n"
-    " {\"name\": \"PaySDK\", \"symbols\": [\"pay_sdk_\"]}\n"
-    "]}\n";
-
-static void write_file(const char *path, const char *text) {
-  assert_int_equal(tl_write_file(path, text), 0);
-}
-
-static bool wait_file(const char *dir, const char *name, int seconds) {
-  char path[700];
-  int i;
-
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  for (i = 0; i < seconds * 100; i++) {
-    struct timespec ts = {0, 10000000};
-    if (access(path, F_OK) == 0)
-      return true;
-    nanosleep(&ts, NULL);
-  }
-  return false;
-}
-
-/* Record the fixture app, setting the marks between its phases. */
-/* Record the fixture into rec (its control files in ctl, made here),
- * setting marks[i] at phase i. */
-static int record_fixture_marks(const char *rec, const char *ctl,
-                                const char *const marks[3]) {
-  char cmd[16384], name[32];
-  pid_t pid;
-  int i, st;
-
-  snprintf(cmd, sizeof cmd,
-           "'%s' record -q -o '%s' --categories identifiers,network,reasons "
-           "-- '%s' '%s'", cr_bin, rec, g_app, ctl);
-  if (mkdir(ctl, 0700) != 0)
-    return -1;
-  if ((pid = fork()) < 0)
-    return -1;
-  if (pid == 0) {
-    san_preload(true);
-    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-    _exit(127);
-  }
-  for (i = 0; i < 3; i++) {
-    snprintf(name, sizeof name, "ready.%d", i);
-    if (!wait_file(ctl, name, 60)) {
-      fprintf(stderr, "fixture never reached phase %d\n", i);
-      break;
-    }
-    if (cr_run("mark '%s' %s", rec, marks[i]) != 0) {
-      fprintf(stderr, "stackrec mark %s: %s", marks[i], cr_err);
-      break;
-    }
-    snprintf(cmd, sizeof cmd, "%s/go.%d", ctl, i);
-    write_file(cmd, "");
-  }
-  if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    fprintf(stderr, "record of the fixture failed (status %#x)\n", st);
-    return -1;
-  }
-  return i == 3 ? 0 : -1;
-}
-
-static int record_fixture(void) {
-  static const char *const marks[] = {"consent.granted", "app.background",
-                                      "app.foreground"};
-  return record_fixture_marks(g_rec, g_ctl, marks);
-}
-
-static int setup(void **state) {
-  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
-  (void)state;
-  if (cr_setup() != 0)
-    return -1;
-  if (tl_mkdtemp(g_tmp, sizeof g_tmp, "compliance") != 0)
-    return -1;
-  snprintf(g_rec, sizeof g_rec, "%s/rec", g_tmp);
-  snprintf(g_ctl, sizeof g_ctl, "%s/ctl", g_tmp);
-  snprintf(g_policy, sizeof g_policy, "%s/policy.json", g_tmp);
-  snprintf(g_map, sizeof g_map, "%s/modules.json", g_tmp);
-  snprintf(g_app, sizeof g_app, "%s/%s/tests/compliance_fixtures/compliance_app",
-           src ? src : ".", ws ? ws : "stackrec");
-#if defined(__SANITIZE_ADDRESS__)
-  /* The ASan-built hooks need the runtime first in every program they go
-   * into (record keeps it in front of them): set for record only, not
-   * for python3 or Chromium. */
-  tl_asan_runtime(g_san_rt, sizeof g_san_rt);
-  if (g_san_rt[0] == '\0')
-    return -1;
-#endif
-  /* What is recorded is checked here, not how fast the end is. */
-  setenv("STACKREC_EXIT_MS", "5000", 1);
-  write_file(g_policy, k_policy);
-  write_file(g_map, k_map);
-  return record_fixture();
-}
 
 /* ---- JSON checks ------------------------------------------------------------- */
 
@@ -505,125 +380,6 @@ static void test_privacy_manifest(void **state) {
                         "the codes known here");
 }
 
-/* ---- bad inputs -------------------------------------------------------------- */
-
-/* cmd exits 2 and its stderr holds want (a file name and position). */
-static void expect_usage(const char *want, const char *fmt, ...) {
-  char args[4096];
-  va_list ap;
-  int rc;
-
-  va_start(ap, fmt);
-  vsnprintf(args, sizeof args, fmt, ap);
-  va_end(ap);
-  rc = cr_run("%s", args);
-  if (rc != 2 || strstr(cr_err, want) == NULL)
-    fail_msg("stackrec %s: exit %d, stderr \"%s\"; want 2 and \"%s\"", args,
-             rc, cr_err, want);
-}
-
-/* Files stackrec refuses with exit 2, naming where and why: the file
- * (in g_tmp), its text, "LINE:COL: why" and the options that read it. */
-static const struct bad_file {
-  const char *name, *text, *where_why, *opts[2];
-} g_bad_files[] = {
-    {"bad.json",
-     "{\"rules\": [\n  {\"id\": \"x\", \"sites\": \"a.*\",}\n]}\n",
-     "2:30: expected a string key", {"compliance --policy"}},
-    {"bad.json",
-     "{\"rules\": [\n  {\"id\": \"x\", \"sites\": \"a.*\",\n"
-     "   \"before_consent\": \"consent.granted\"}]}\n",
-     "3:22: unknown or repeated key \"before_consent\"",
-     {"compliance --policy"}},
-    {"bad.json",
-     "{\"rules\": [{\"id\": \"x\", \"sites\": \"a\", "
-     "\"max_per_minute\": -1}]}",
-     "1:56: \"max_per_minute\" must be a number", {"compliance --policy"}},
-    {"bad.json",
-     "{\"rules\": [], \"rules\": [{\"id\": \"x\", \"sites\": \"*\"}]}",
-     "1:24: unknown or repeated key \"rules\"", {"compliance --policy"}},
-    /* A state outside the table never holds: the rule passed in silence
-     * (QA, session 31). */
-    {"bad.json",
-     "{\"rules\": [{\"id\": \"x\", \"sites\": \"a.*\", "
-     "\"in_state\": \"app.backgrond\"}]}",
-     "1:52: \"in_state\": \"app.backgrond\" is no state",
-     {"compliance --policy"}},
-    /* A byte order mark is passed over, and line 1's columns count from
-     * after it; a byte that is not text is shown as \xNN, not raw. */
-    {"bad.json", "\xef\xbb\xbf{\"rules\": 5}", "1:11: expected {\"rules\"",
-     {"compliance --policy"}},
-    {"bad.json", "{\"rules\": [\xc3]}", "1:12: unexpected byte \\xc3",
-     {"compliance --policy", "compliance --module-map"}},
-    {"bad.json", "{\"modules\": [{\"name\": \"A\", \"imagez\": [\"x\"]}]}",
-     "1:38: unknown or repeated key: imagez",
-     {"compliance --module-map", "privacy-manifest --module-map"}},
-    {"bad.xcprivacy",
-     "<?xml version=\"1.0\"?>\n<plist version=\"1.0\">\n<dict>\n"
-     "  <key>NSPrivacyAccessedAPITypes</key>\n  <array>\n"
-     "    <dict><key>NSPrivacyAccessedAPIType</key>"
-     "<string>x</strin></dict>\n",
-     "6:63: <string> closed by </strin>", {"privacy-manifest --manifest"}},
-    {"bad.xcprivacy",
-     "<plist version=\"1.0\">\n<dict>\n<key>A</key>\n</dict>\n</plist>\n",
-     "4:1: <key>A</key> has no value", {"privacy-manifest --manifest"}},
-    /* QA, against plistlib: a key twice (which one counts differs between
-     * readers) is refused. */
-    {"bad.xcprivacy",
-     "<plist version=\"1.0\">\n<dict>\n<key>A</key><true/>\n"
-     "<key>A</key><false/>\n</dict>\n</plist>\n",
-     "5:8: <key>A</key> twice", {"privacy-manifest --manifest"}},
-    /* After a byte order mark, line 1's columns are an editor's (it was
-     * counted: 3 columns off). The table's last file: p below. */
-    {"bad.xcprivacy", "\xef\xbb\xbf<plist><dict><key>A</key></dict></plist>\n",
-     "1:26: <key>A</key> has no value", {"privacy-manifest --manifest"}},
-};
-
-static void test_bad_inputs(void **state) {
-  char p[700], want[800];
-  (void)state;
-
-  for (size_t i = 0; i < sizeof g_bad_files / sizeof g_bad_files[0]; i++) {
-    const struct bad_file *b = &g_bad_files[i];
-    snprintf(p, sizeof p, "%s/%s", g_tmp, b->name);
-    write_file(p, b->text);
-    snprintf(want, sizeof want, "%s:%s", p, b->where_why);
-    for (size_t k = 0; k < 2 && b->opts[k] != NULL; k++)
-      expect_usage(want, "%s '%s' '%s'", b->opts[k], p, g_rec);
-  }
-  /* QA, against plistlib: a NUL byte (not XML) is refused; a byte order
-   * mark is not. p: bad.xcprivacy, the table's last file. */
-  {
-    static const char nul[] = "<plist version=\"1.0\">\n<dict>\n<key>A</key>"
-                              "<string>a\0b</string>\n</dict>\n</plist>\n";
-    FILE *f = fopen(p, "w");
-    assert_non_null(f);
-    assert_int_equal(fwrite(nul, 1, sizeof nul - 1, f), sizeof nul - 1);
-    assert_int_equal(fclose(f), 0);
-  }
-  snprintf(want, sizeof want, "%s:3:22: a control character (0x00)", p);
-  expect_usage(want, "privacy-manifest --manifest '%s' '%s'", p, g_rec);
-  write_file(p, "\xef\xbb\xbf<?xml version=\"1.0\"?>\n<plist version=\"1.0\">"
-                "<dict></dict></plist>\n");
-  assert_int_equal(cr_run("privacy-manifest --manifest '%s' '%s'", p, g_rec),
-                   1); /* read: it declares nothing of what was used */
-  cr_assert_has(cr_err, "used but not declared");
-  /* Files that cannot be opened: 3, naming them. */
-  assert_int_equal(cr_run("compliance --policy '%s/none.json' '%s'", g_tmp,
-                          g_rec), 3);
-  assert_non_null(strstr(cr_err, "none.json: No such file"));
-  assert_int_equal(cr_run("privacy-manifest --manifest '%s/none.plist' '%s'",
-                          g_tmp, g_rec), 3);
-  /* A FIFO or a directory named as an input: test-compliance-rules.c. */
-  expect_usage("--format 'xml'", "compliance --format xml '%s'", g_rec);
-  /* Frames dropped before attribution blamed an SDK's calls on the app
-   * (QA, session 33): refused where a module is blamed. */
-  expect_usage("--app-only does not apply", "compliance --app-only '%s'",
-               g_rec);
-  expect_usage("--app-only does not apply",
-               "privacy-manifest --app-only '%s'", g_rec);
-}
-
 /* ---- the stat hooks in forked children ---------------------------------------- */
 
 /* The recorder's own fork handler calls fstat: with the stat hooks on it
@@ -808,6 +564,6 @@ static void test_not_in_state_after_revocation(void **state) {
 
 TL_TEST_MAIN("compliance", setup, NULL, test_counts_and_findings,
              test_module_map, test_no_policy_no_findings, test_junit, test_html,
-             test_privacy_manifest, test_bad_inputs, test_stat_hooks_fork,
+             test_privacy_manifest, test_stat_hooks_fork,
              test_text_more_frames, test_rules_not_seen,
              test_watched_or_read, test_not_in_state_after_revocation)
