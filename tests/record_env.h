@@ -1,13 +1,14 @@
 /*
  * record_env.h: the environment of the tests that run `stackrec record`
- * with the built hook library (test-record-setup.c, test-record-signals.c,
- * test-record-jobs.c;
+ * with the built hook library (test-record-setup.c, test-record-limits.c,
+ * test-record-signals.c, test-record-jobs.c;
  * test-only, included by one file of each test).
  */
 #ifndef STKR_TESTS_RECORD_ENV_H
 #define STKR_TESTS_RECORD_ENV_H
 
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,31 @@ static int record_env_setup(const char *sub) {
   setenv("LD_PRELOAD", g_san_rt, 1);
 #endif
   return 0;
+}
+
+/* For the tests that record /usr/bin/python3: `stackrec record -o DIR --
+ * CMD` (CMD: fmt and its arguments), which must exit 0; python3's own
+ * leaks are kept out of LeakSanitizer's exit check (ASan builds). @return
+ * false, saying so, when they cannot run: the hooks load into system
+ * programs (not under TSan) and python3 is there. */
+__attribute__((format(printf, 2, 3))) static inline bool
+record_python3(const char *dir, const char *fmt, ...) {
+  char cmd[4096];
+  va_list ap;
+  int rc;
+
+  if (!HOOKS_IN_SYSTEM_PROGRAMS || access("/usr/bin/python3", X_OK) != 0) {
+    fprintf(stderr, "skipped: no hooks in system programs, or no python3\n");
+    return false;
+  }
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  rc = cr_run("record -o '%s' -- env ASAN_OPTIONS=detect_leaks=0 %s", dir,
+              cmd);
+  if (rc != 0)
+    fail_msg("record: status %d\n%.3000s", rc, cr_err);
+  return true;
 }
 
 /* `stackrec record -o DIR -- cmd` in the background, DIR a fresh(tag) name
