@@ -31,7 +31,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
+#include <stdlib.h> /* and Apple's arc4random_buf */
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -41,8 +41,6 @@
 #include <unistd.h>
 #if defined(__linux__)
 #include <sys/random.h>
-#elif defined(__APPLE__)
-#include <stdlib.h> /* arc4random_buf */
 #endif
 
 #include "common/stkr_hash.h"
@@ -501,14 +499,11 @@ static void close_files(bool leftovers, uint64_t until_ns) {
     if (!leftovers && !pool_full && until_ns != 0 &&
         stkr__clock_mono_ns() >= until_ns)
       pool_full = true; /* hurry: unlink only (no re-backing needed) */
-    /* A thread still inside an event (a signal handler that blocks in
-     * it past the stop's wait) may go on pushing: its mapping must stay
-     * what it is, neither zeroed nor handed on (test-stuck-start: its
-     * commit found its reservation gone, and the next owner of the file
-     * would have shared it). Acquire: as stkr__threads_wait_idle's. */
-    const bool in_event =
-        atomic_load_explicit(&t->busy, memory_order_acquire) != 0;
-    if (!leftovers && (pool_full || in_event)) {
+    /* A thread still in an event (its handler blocked past the stop's
+     * wait) may push on: its mapping stays (test-stuck-start). Acquire:
+     * as stkr__threads_wait_idle's. */
+    if (!leftovers &&
+        (pool_full || atomic_load_explicit(&t->busy, memory_order_acquire))) {
       file_path(path, t->ring.session, t->ring.c->meta.file_no);
       unlink(path); /* our mapping goes on over the unlinked file */
     } else if (!leftovers) {
