@@ -424,7 +424,7 @@ static void emfile_case(const char *name, const char *tail, int want,
         strcmp(r.file, "mine\n") != 0)
       fail_msg("run %d: status %d, stdout \"%s\", own \"%s\"\n%s", i,
                r.status, r.out, r.file, r.err);
-    snprintf(verify, sizeof verify, "'%s' verify '%s' >/dev/null 2>&1", g_bin,
+    tl_fmt(verify, sizeof verify, "'%s' verify '%s' >/dev/null 2>&1", g_bin,
              dir);
     int st = system(verify);
     assert_int_equal(tf_read(dir, count_hostname, &c, &sum), 0);

@@ -168,7 +168,7 @@ static void test_unreadable_arguments(void **state) {
  * path was made and filled inside the jail), also in a forked child of a
  * recording process. Each is not recorded, with a note. */
 static void test_program_changed_its_setup(void **state) {
-  char plain[64], jail[4200], inside[8400];
+  char plain[256], jail[4200], inside[8400];
   struct stat st;
   (void)state;
 
@@ -182,7 +182,7 @@ static void test_program_changed_its_setup(void **state) {
   return;
 #endif
   assert_int_equal(sh("'%s/all_apis' lowfd", g_fx_dir), 0);
-  snprintf(plain, sizeof plain, "%s", g_out);
+  tl_fmt(plain, sizeof plain, "%s", g_out);
   assert_non_null(strstr(plain, "opened "));
   /* Identifiers only: the fixture's constructor reads a watched variable
    * (the recording would start before the limit is lowered). */
@@ -526,7 +526,7 @@ static void test_programs_that_cannot_load_the_hooks(void **state) {
    * session 34); a copy of it at a path of ~1 100 bytes (the note kept its
    * path and lost its reason). */
   char longdir[1300];
-  snprintf(longdir, sizeof longdir, "%s/%0200d/%0200d/%0200d/%0200d/%0200d",
+  tl_fmt(longdir, sizeof longdir, "%s/%0200d/%0200d/%0200d/%0200d/%0200d",
            g_tmp, 0, 1, 2, 3, 4);
   assert_int_equal(sh("printf '#!%s\\n' > '%s.sh' && chmod +x '%s.sh' && "
                       "printf '#include <unistd.h>\\nextern char **environ;\\n"

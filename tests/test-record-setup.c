@@ -267,9 +267,9 @@ static void test_notify_fallback(void **state) {
   if (!hooks_run_in("true"))
     return;
   snprintf(dir, sizeof dir, "%s", fresh("fallback"));
-  snprintf(err, sizeof err, "%s.err", dir);
+  tl_fmt(err, sizeof err, "%s.err", dir);
   assert_int_equal(mkdir(dir, 0700), 0);
-  snprintf(cmd, sizeof cmd,
+  tl_fmt(cmd, sizeof cmd,
            "LD_PRELOAD=\"${LD_PRELOAD:+$LD_PRELOAD:}%s\" STACKREC_NOTIFY="
            "stackrec-nobody-listens-%d STACKREC_DIR='%s' "
            "STACKREC_RING_BYTES=12Q /bin/true 2>'%s'",

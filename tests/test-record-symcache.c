@@ -127,7 +127,7 @@ static void test_filled_then_used(void **state) {
   (void)state;
 
   snprintf(cdir, sizeof cdir, "%s", fresh("cache"));
-  snprintf(opts, sizeof opts, "--symcache '%s'", cdir);
+  tl_fmt(opts, sizeof opts, "--symcache '%s'", cdir);
   record_once(opts, g_report[0], sizeof g_report[0]);
   err_has("answered from symbol caches", false);
   if (count_caches(cdir) < 1) {
@@ -205,7 +205,7 @@ static void test_damaged_cache(void **state) {
   if (g_skip) return;
 
   snprintf(cdir, sizeof cdir, "%s", fresh("damaged"));
-  snprintf(opts, sizeof opts, "--symcache '%s'", cdir);
+  tl_fmt(opts, sizeof opts, "--symcache '%s'", cdir);
   record_once(opts, report, sizeof report);
   unsigned n = count_caches(cdir);
   assert_true(n >= 1);
@@ -252,7 +252,7 @@ static void test_fifo_cache(void **state) {
   if (g_skip) return;
 
   snprintf(cdir, sizeof cdir, "%s", fresh("fifo"));
-  snprintf(opts, sizeof opts, "--symcache '%s'", cdir);
+  tl_fmt(opts, sizeof opts, "--symcache '%s'", cdir);
   record_once(opts, report, sizeof report);
   first_cache(cdir, one, sizeof one);
   assert_int_equal(unlink(one), 0);
@@ -294,7 +294,7 @@ static void test_small_stack_limit(void **state) {
                           cr_err);
     err_has("exited with status 0", true);
     assert_int_equal(cr_run("report '%s'", rec), 0);
-    snprintf(report, sizeof report, "%s", cr_out);
+    tl_fmt(report, sizeof report, "%s", cr_out);
     if (g_report[0][0] != '\0') assert_string_equal(report, g_report[0]);
   }
   /* 32 KiB (git still runs there, python3 does not): record's own path

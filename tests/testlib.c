@@ -34,6 +34,17 @@ void tl_slurp(const char *path, char *buf, size_t cap) {
   buf[n] = '\0';
 }
 
+void tl_fmt(char *buf, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  int n;
+
+  va_start(ap, fmt);
+  n = vsnprintf(buf, cap, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= cap)
+    fail_msg("tl_fmt: %d bytes do not fit in %zu: %.80s...", n, cap, buf);
+}
+
 char *tl_slurp_alloc(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
   char *buf;

@@ -28,6 +28,11 @@
  * file that cannot be read gives ""). */
 void tl_slurp(const char *path, char *buf, size_t cap);
 
+/* snprintf into buf[cap], failing the test when the text does not fit:
+ * a path or a command cut short would test something else. */
+void tl_fmt(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* The whole content of path, NUL-terminated, malloc'd (the caller frees),
  * its length in *len if not NULL. Fails the test if it cannot be read. */
 char *tl_slurp_alloc(const char *path, size_t *len);
