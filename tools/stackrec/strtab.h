@@ -10,9 +10,12 @@
 
 #include <stddef.h>
 
+#include "common/stkr_map.h"
+
 typedef struct stkr__strtab {
-  char **slot;
-  size_t cap, n; /* cap: power of two */
+  char **strs;    /* the n copies, in the order they were added */
+  size_t n, cap;  /* cap: strs' capacity (stkr_grow) */
+  stkr_index idx; /* a string's hash -> its index in strs */
 } stkr__strtab;
 
 /* The table's copy of s (NULL stays NULL; NULL also when out of memory,
