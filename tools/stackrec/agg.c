@@ -40,13 +40,14 @@
 /* ---- the builder ------------------------------------------------------------ */
 
 /* Level 1, for the process being read: (session, site id, stack id,
- * thread id) -> its merged stack. Emptied when the reader moves on to the
- * next process (it never comes back to one), so it holds one process's
- * keys at a time. */
+ * thread id) -> its merged stack. The keys are in an array, found by
+ * their hash (raw_hash) through a stkr_index. Emptied when the reader
+ * moves on to the next process (it never comes back to one), so it holds
+ * one process's keys at a time. */
 typedef struct raw {
   uint32_t session, site_id, stack_id, thread_id;
   uint64_t phash; /* by_payload: the payload's hash (else 0) */
-  size_t merged; /* index + 1 into a->stacks; 0 = empty slot */
+  size_t merged; /* index into a->stacks */
 } raw;
 
 /* Level 0, in front of level 1 when events key by ids alone (no by_thread,
@@ -62,7 +63,6 @@ typedef struct dense_key {
 
 /* What the builder keeps per merged stack, beside a->stacks[i]. */
 typedef struct stack_aux {
-  uint64_t hash;       /* its content hash */
   /* Looked up once when the stack is made rather than per event (the
    * per-event site lookups were a sixth of report's time): its site's
    * timeline counters, and whether its site is the watchdog's. */
@@ -77,8 +77,9 @@ typedef struct builder {
   stkr_agg *a;
   stkr__strtab strs;
   size_t cur_process; /* the process being read (raws are its keys) */
-  raw *raws;
+  raw *raws;            /* level 1's keys (raw_n of them) */
   size_t raw_cap, raw_n;
+  stkr_index raw_idx;   /* raw_hash -> index in raws */
   dense_key *dense; /* level 0, this process's */
   size_t dense_cap;
   /* Level 2: every distinct stack (a->stacks), indexed by content. */
@@ -87,8 +88,7 @@ typedef struct builder {
   stkr__framelists *fl; /* == a->framelists_ */
   stkr_map pids;        /* by_process: pid -> processes of that pid */
   bool pids_counted;
-  size_t *cslot;       /* index + 1 into a->stacks; 0 = empty */
-  size_t cslot_cap;
+  stkr_index cidx;     /* content hash -> index in a->stacks */
   stkr_frame *tmp;     /* the frames of the key being added */
   bool tmp_bare;       /* made from its PCs (stkr_agg_stack.bare) */
   size_t tmp_cap;
@@ -207,34 +207,6 @@ static long take_frames(builder *b, stkr_reader *r,
   return keep_frames(b, b->tmp, n);
 }
 
-/* Put a->stacks[idx] into the content index. */
-static int cslot_put(builder *b, size_t idx) {
-  size_t i, k;
-
-  if ((b->a->n_stacks + 1) * 2 > b->cslot_cap) {
-    size_t ncap = b->cslot_cap ? b->cslot_cap * 2 : 1024;
-    size_t *ns = calloc(ncap, sizeof *ns);
-    if (ns == NULL)
-      return -ENOMEM;
-    for (k = 0; k < b->cslot_cap; k++) {
-      if (b->cslot[k] == 0)
-        continue;
-      for (i = b->aux[b->cslot[k] - 1].hash & (ncap - 1); ns[i] != 0;
-           i = (i + 1) & (ncap - 1))
-        ;
-      ns[i] = b->cslot[k];
-    }
-    free(b->cslot);
-    b->cslot = ns;
-    b->cslot_cap = ncap;
-  }
-  for (i = b->aux[idx].hash & (b->cslot_cap - 1); b->cslot[i] != 0;
-       i = (i + 1) & (b->cslot_cap - 1))
-    ;
-  b->cslot[i] = idx + 1;
-  return 0;
-}
-
 /* Is pid the pid of more than one process of the reader (read once: the
  * reader knows its processes before the first event)? @return 1, 0, or
  * -ENOMEM. */
@@ -267,7 +239,7 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
   long n = take_frames(b, r, ev);
   stkr__agg_extra x = {0};
   uint64_t h;
-  size_t i;
+  size_t i, pos;
 
   if (site == NULL || n < 0)
     return -ENOMEM;
@@ -293,12 +265,10 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
   }
   h = stkr__agg_content_hash(site, thread, &x, b->tmp, (size_t)n,
                              b->o->granularity);
-  for (i = b->cslot_cap ? h & (b->cslot_cap - 1) : 0;
-       b->cslot_cap && b->cslot[i] != 0; i = (i + 1) & (b->cslot_cap - 1)) {
-    size_t k = b->cslot[i] - 1;
-
+  for (size_t k = stkr_index_first(&b->cidx, h, &pos); k != STKR_INDEX_NONE;
+       k = stkr_index_next(&b->cidx, h, &pos)) {
     s = &a->stacks[k];
-    if (b->aux[k].hash != h || s->site != site || s->thread != thread ||
+    if (s->site != site || s->thread != thread ||
         s->n_frames != (size_t)n || !stkr__agg_extra_equal(s, &x) ||
         stkr__agg_cmp_frames(s->frames, s->n_frames, b->tmp, (size_t)n,
                              b->o->granularity) != 0)
@@ -362,7 +332,6 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
   s->n_pids = 1;
   s->truncated = ev->stack_truncated;
   s->bare = b->tmp_bare;
-  b->aux[i].hash = h;
   b->aux[i].last_proc = proc;
   b->aux[i].tl = NULL;
   b->aux[i].hangs = stkr__hangs_site(site);
@@ -370,17 +339,17 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
       (b->aux[i].tl = stkr__timeline_counters(b->tl, site)) == NULL)
     return -ENOMEM;
   a->n_stacks++;
-  if (cslot_put(b, i) != 0)
+  if (stkr_index_add(&b->cidx, h, i) != 0)
     return -ENOMEM;
   *out = i;
   return 0;
 }
 
-static size_t raw_hash(uint32_t session, uint32_t site, uint32_t stack,
-                       uint32_t thread, size_t cap) {
-  return stkr_mix64(((uint64_t)site << 32 | stack) ^
-               ((uint64_t)session << 32 | thread) * 0x9E3779B97F4A7C15ull) &
-         (cap - 1);
+/* A level-1 key's hash (stkr_index spreads it with stkr_mix64). */
+static uint64_t raw_hash(uint32_t session, uint32_t site, uint32_t stack,
+                         uint32_t thread, uint64_t phash) {
+  return ((uint64_t)site << 32 | stack) ^
+         ((uint64_t)session << 32 | thread) * 0x9E3779B97F4A7C15ull ^ phash;
 }
 
 /* The reader moved on to another process: the last one's keys are never
@@ -389,6 +358,7 @@ static void new_process(builder *b, size_t process) {
   free(b->raws);
   b->raws = NULL;
   b->raw_cap = b->raw_n = 0;
+  stkr_index_free(&b->raw_idx);
   free(b->dense);
   b->dense = NULL;
   b->dense_cap = 0;
@@ -428,7 +398,7 @@ static bool raw_matches(const builder *b, const raw *w, uint32_t session,
     return false;
   if (!b->o->by_payload)
     return true;
-  s = &b->a->stacks[w->merged - 1];
+  s = &b->a->stacks[w->merged];
   return s->payload_len == ev->payload_len &&
          s->payload_truncated == ev->payload_truncated &&
          (ev->payload_len == 0 ||
@@ -441,16 +411,12 @@ static bool raw_matches(const builder *b, const raw *w, uint32_t session,
 static int dense_put(builder *b, uint32_t session, uint32_t site,
                      uint32_t stack, size_t merged) {
   if (stack >= b->dense_cap) {
-    size_t ncap = b->dense_cap ? b->dense_cap : 64;
-    dense_key *nd;
+    size_t old = b->dense_cap;
 
-    while (ncap <= stack)
-      ncap *= 2;
-    if ((nd = realloc(b->dense, ncap * sizeof *nd)) == NULL)
+    if (stkr_grow((void **)&b->dense, &b->dense_cap, (size_t)stack + 1,
+                  sizeof *b->dense) != 0)
       return -ENOMEM;
-    memset(nd + b->dense_cap, 0, (ncap - b->dense_cap) * sizeof *nd);
-    b->dense = nd;
-    b->dense_cap = ncap;
+    memset(b->dense + old, 0, (b->dense_cap - old) * sizeof *b->dense);
   }
   b->dense[stack].session = session;
   b->dense[stack].site_id = site;
@@ -468,8 +434,8 @@ static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev,
   uint32_t stack = ev->stack_undefined ? 0 : ev->stack_id;
   uint32_t thread =
       b->o->by_thread && !ev->thread_undefined ? ev->thread_id : 0;
-  uint64_t phash = 0;
-  size_t i;
+  uint64_t phash = 0, h;
+  size_t ix, pos;
   raw *w;
   int err;
 
@@ -485,18 +451,16 @@ static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev,
   if (b->o->by_payload && ev->payload_len > 0)
     phash = stkr_mix64(stkr_hash_bytes(ev->payload_truncated, ev->payload,
                              ev->payload_len)) | 1;
-  if (b->raw_cap != 0) {
-    for (i = raw_hash(session, site, stack, thread ^ (uint32_t)phash,
-                      b->raw_cap);
-         b->raws[i].merged != 0; i = (i + 1) & (b->raw_cap - 1)) {
-      w = &b->raws[i];
-      if (raw_matches(b, w, session, site, stack, thread, phash, ev)) {
-        b->a->stacks[w->merged - 1].count++;
-        *merged = w->merged - 1;
-        if (dense && (err = dense_put(b, session, site, stack, *merged)) != 0)
-          return err;
-        return count_payload(b, w->merged - 1, ev);
-      }
+  h = raw_hash(session, site, stack, thread, phash);
+  for (ix = stkr_index_first(&b->raw_idx, h, &pos); ix != STKR_INDEX_NONE;
+       ix = stkr_index_next(&b->raw_idx, h, &pos)) {
+    w = &b->raws[ix];
+    if (raw_matches(b, w, session, site, stack, thread, phash, ev)) {
+      *merged = w->merged;
+      b->a->stacks[*merged].count++;
+      if (dense && (err = dense_put(b, session, site, stack, *merged)) != 0)
+        return err;
+      return count_payload(b, *merged, ev);
     }
   }
   if ((err = merged_stack(b, r, ev, merged)) != 0)
@@ -504,37 +468,17 @@ static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev,
   b->a->stacks[*merged].count++;
   if ((err = count_payload(b, *merged, ev)) != 0)
     return err;
-  if ((b->raw_n + 1) * 2 > b->raw_cap) {
-    size_t ncap = b->raw_cap ? b->raw_cap * 2 : 256, k;
-    raw *nv = calloc(ncap, sizeof *nv);
-    if (nv == NULL)
-      return -ENOMEM;
-    for (k = 0; k < b->raw_cap; k++) {
-      if (b->raws[k].merged == 0)
-        continue;
-      w = &b->raws[k];
-      for (i = raw_hash(w->session, w->site_id, w->stack_id,
-                        w->thread_id ^ (uint32_t)w->phash, ncap);
-           nv[i].merged != 0; i = (i + 1) & (ncap - 1))
-        ;
-      nv[i] = *w;
-    }
-    free(b->raws);
-    b->raws = nv;
-    b->raw_cap = ncap;
-  }
-  for (i = raw_hash(session, site, stack, thread ^ (uint32_t)phash,
-                    b->raw_cap);
-       b->raws[i].merged != 0; i = (i + 1) & (b->raw_cap - 1))
-    ;
-  w = &b->raws[i];
+  if (stkr_grow((void **)&b->raws, &b->raw_cap, b->raw_n + 1,
+                sizeof *b->raws) != 0 ||
+      stkr_index_add(&b->raw_idx, h, b->raw_n) != 0)
+    return -ENOMEM;
+  w = &b->raws[b->raw_n++];
   w->phash = phash;
   w->session = session;
   w->site_id = site;
   w->stack_id = stack;
   w->thread_id = thread;
-  w->merged = *merged + 1;
-  b->raw_n++;
+  w->merged = *merged;
   return dense ? dense_put(b, session, site, stack, *merged) : 0;
 }
 
@@ -652,7 +596,7 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   stkr__filter_free(&b.filt);
   free(b.aux);
   stkr_map_free(&b.pids);
-  free(b.cslot);
+  stkr_index_free(&b.cidx);
   free(b.tmp);
   stkr_agg_images_free(&b.imgs);
   stkr__agg_marks_free(&b.marks);
