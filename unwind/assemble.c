@@ -10,6 +10,7 @@
 
 #include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
+#include "common/stkr_map.h"
 #include "unwind/uw_rows.h"
 
 static int cmp_ent(const void *pa, const void *pb) {
@@ -63,47 +64,23 @@ static int sort_entries(uw_rows *r) {
   return 0;
 }
 
-/* The palette index of row r, adding it when new: open addressing over a
- * power-of-two table of (row + 1) keys, grown at half full. */
+/* The palette: the distinct rows in index order, and row -> its index. */
 typedef struct uw_pal {
-  uint32_t *key; /* row + 1; 0 = empty (STKR__UW_ROW never is 0xFFFFFFFF) */
-  uint16_t *val;
-  size_t cap, n;
+  stkr_map ix; /* row -> palette index */
   uint32_t *rows; /* n distinct rows, in index order */
-  size_t rows_cap;
+  size_t n, rows_cap;
 } uw_pal;
 
-/* Rows differ mostly in their high bits (slots): take the product's high
- * half, not its low bits, or the probes cluster. */
-static size_t pal_hash(uint32_t key, size_t cap) {
-  return (size_t)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
-}
-
+/* The palette index of row r, adding it when new (at most 65536 rows: the
+ * index is 16 bits). */
 static int pal_put(uw_pal *p, uint32_t r, uint16_t *out) {
-  size_t i;
-  if (2 * (p->n + 1) > p->cap) {
-    size_t cap = p->cap ? 2 * p->cap : 1024, j;
-    uint32_t *key = calloc(cap, sizeof *key);
-    uint16_t *val = malloc(cap * sizeof *val);
-    if (key == NULL || val == NULL) { free(key); free(val); return -ENOMEM; }
-    for (j = 0; j < p->cap; j++) {
-      if (p->key[j] == 0) continue;
-      for (i = pal_hash(p->key[j], cap); key[i]; i = (i + 1) & (cap - 1)) {}
-      key[i] = p->key[j];
-      val[i] = p->val[j];
-    }
-    free(p->key);
-    free(p->val);
-    p->key = key;
-    p->val = val;
-    p->cap = cap;
-  }
-  for (i = pal_hash(r + 1, p->cap); p->key[i]; i = (i + 1) & (p->cap - 1))
-    if (p->key[i] == r + 1) { *out = p->val[i]; return 0; }
+  const uint64_t *v = stkr_map_find(&p->ix, r);
+
+  if (v != NULL) { *out = (uint16_t)*v; return 0; }
   if (p->n == 65536) return -E2BIG;
-  if (stkr_grow((void **)&p->rows, &p->rows_cap, p->n + 1, sizeof *p->rows) != 0) return -ENOMEM;
-  p->key[i] = r + 1;
-  p->val[i] = (uint16_t)p->n;
+  if (stkr_grow((void **)&p->rows, &p->rows_cap, p->n + 1, sizeof *p->rows) != 0 ||
+      stkr_map_put(&p->ix, r, p->n) != 0)
+    return -ENOMEM;
   p->rows[p->n] = r;
   *out = (uint16_t)p->n++;
   return 0;
@@ -192,8 +169,7 @@ int stkr__uw_assemble(uw_rows *rows, uintptr_t base, stkr__uw_stats *st,
   st->table_bytes = bytes;
   *out = t;
 out:
-  free(p->key);
-  free(p->val);
+  stkr_map_free(&p->ix);
   free(p->rows);
   free(p);
   return rc;
