@@ -21,6 +21,14 @@ static inline int stkr_cmp_u64(uint64_t a, uint64_t b) {
   return (a > b) - (a < b);
 }
 
+/* Two keys in order: (a1, a2) against (b1, b2), the first deciding. A
+ * descending key passes its pair swapped (b for a). */
+static inline int stkr_cmp_u64_pair(uint64_t a1, uint64_t b1, uint64_t a2,
+                                    uint64_t b2) {
+  int c = stkr_cmp_u64(a1, b1);
+  return c != 0 ? c : stkr_cmp_u64(a2, b2);
+}
+
 /* The same for signed keys (times, offsets). */
 static inline int stkr_cmp_i64(int64_t a, int64_t b) {
   return (a > b) - (a < b);

@@ -221,8 +221,7 @@ static int cap_delete(const stkr__segw *s, const char *path,
 
 static int by_pid_seq(const void *a, const void *b) {
   const capfile *x = a, *y = b;
-  int c = stkr_cmp_u64(x->pid, y->pid);
-  return c != 0 ? c : stkr_cmp_u64(x->seq, y->seq);
+  return stkr_cmp_u64_pair(x->pid, y->pid, x->seq, y->seq);
 }
 
 /* Under the lock: a pid's tombstones that follow each other become one

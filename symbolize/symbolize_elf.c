@@ -594,8 +594,7 @@ static bool mod_open(stkr__symbe *be, mod *m) {
 
 static int cmp_sym(const void *a, const void *b) {
   const stkr__symspan *x = a, *y = b;
-  int c = stkr_cmp_u64(x->lo, y->lo);
-  return c != 0 ? c : stkr_cmp_u64(y->hi, x->hi); /* larger first */
+  return stkr_cmp_u64_pair(x->lo, y->lo, y->hi, x->hi); /* larger first */
 }
 
 int stkr__dwfl_func_syms(struct Dwfl_Module *mod, stkr__symspan **out,

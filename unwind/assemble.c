@@ -32,8 +32,7 @@ typedef struct uw_group {
 
 static int cmp_group(const void *pa, const void *pb) {
   const uw_group *a = pa, *b = pb;
-  int c = stkr_cmp_u64(a->pc, b->pc);
-  return c != 0 ? c : stkr_cmp_u64(a->start, b->start);
+  return stkr_cmp_u64_pair(a->pc, b->pc, a->start, b->start);
 }
 
 static int sort_entries(uw_rows *r) {

@@ -246,9 +246,8 @@ typedef struct span {
 
 static int span_cmp(const void *a, const void *b) {
   const span *x = a, *y = b;
-  int c = stkr_cmp_u64(x->boot, y->boot);
 
-  return c != 0 ? c : stkr_cmp_u64(x->from, y->from);
+  return stkr_cmp_u64_pair(x->boot, y->boot, x->from, y->from);
 }
 
 /* The recording time of r in ns: how long at least one of its processes

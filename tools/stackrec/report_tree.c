@@ -75,9 +75,9 @@ typedef struct tgroup {
 
 static int group_order(const void *pa, const void *pb) {
   const tgroup *x = pa, *y = pb;
-  int c = stkr_cmp_u64(y->count, x->count);
 
-  return c != 0 ? c : stkr_cmp_u64(x->lo, y->lo); /* label order */
+  /* The most events first, then label order. */
+  return stkr_cmp_u64_pair(y->count, x->count, x->lo, y->lo);
 }
 
 typedef struct tctx {

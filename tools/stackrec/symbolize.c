@@ -69,8 +69,7 @@ static void warn_cb(void *arg, const char *why) {
 
 static int cmp_seg(const void *a, const void *b) {
   const stkr__sym_seg *x = a, *y = b;
-  int c = stkr_cmp_u64(x->pid, y->pid);
-  return c != 0 ? c : stkr_cmp_u64(x->seq, y->seq);
+  return stkr_cmp_u64_pair(x->pid, y->pid, x->seq, y->seq);
 }
 
 /* Decode the frame at p (csize bytes). @return the Batch, or NULL. The
