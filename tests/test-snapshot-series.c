@@ -164,6 +164,34 @@ static pid_t snapshot_start(pid_t target, int err_fd, const sigset_t *block,
   return c;
 }
 
+/* A series `snapshot -o DIR/rec ARGS...` of a new fixture of `threads`
+ * threads (f), DIR a new scratch directory (dir, rec: 2048 and 2200
+ * bytes), its stderr into a pipe whose read end is *err_rd, the signals
+ * of `block` blocked in it. Returns once its first snapshot is on disk
+ * (bounded: 60 s; a slow start, ASan or a loaded CPU, must not let the
+ * caller's next step come first). @return its pid. */
+static pid_t series_begun(fixture *f, int threads, const char *tag, char *dir,
+                          char *rec, const sigset_t *block,
+                          const char *const *args, int *err_rd) {
+  const char *argv[12] = {"-o", rec};
+  size_t n = 2;
+  int pout[2];
+  pid_t c;
+
+  for (; *args != NULL && n < 11; args++) argv[n++] = *args;
+  argv[n] = NULL;
+  fixture_start(f, threads, "");
+  assert_int_equal(tl_mkdtemp(dir, 2048, tag), 0);
+  snprintf(rec, 2200, "%s/rec", dir);
+  assert_int_equal(pipe2(pout, O_CLOEXEC), 0);
+  c = snapshot_start(f->pid, pout[1], block, argv);
+  close(pout[1]);
+  *err_rd = pout[0];
+  for (int i = 0; i < 6000 && dir_bytes(rec) == 0; i++)
+    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+  return c;
+}
+
 /* What a child of snapshot_start wrote on fd (its stderr pipe's read
  * end, closed here) into cr_err. */
 static void snapshot_err(int fd) {
@@ -180,24 +208,17 @@ static void test_blocked_signal_stays_blocked(void **state) {
   fixture f;
   char dir[2048], rec[2200];
   pid_t c;
-  int st, pout[2];
-  (void)state;
-  fixture_start(&f, 2, "");
-  assert_int_equal(tl_mkdtemp(dir, sizeof dir, "snap-blocked"), 0);
-  snprintf(rec, sizeof rec, "%s/rec", dir);
+  int st, err_rd;
   sigset_t term;
+  (void)state;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
-  assert_int_equal(pipe2(pout, O_CLOEXEC), 0);
-  c = snapshot_start(f.pid, pout[1], &term,
-                     (const char *[]){"-o", rec, "--count", "3", "--interval",
-                                      "300", NULL});
-  close(pout[1]);
-  for (int i = 0; i < 6000 && dir_bytes(rec) == 0; i++)
-    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+  c = series_begun(&f, 2, "snap-blocked", dir, rec, &term,
+                   (const char *[]){"--count", "3", "--interval", "300", NULL},
+                   &err_rd);
   kill(c, SIGTERM);
   assert_int_equal(waitpid(c, &st, 0), c);
-  snapshot_err(pout[0]);
+  snapshot_err(err_rd);
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 ||
       !strstr(cr_err, "wrote 3 snapshots"))
     fail_msg("status %#x: %s", st, cr_err);
@@ -273,26 +294,19 @@ static void test_process_exits_during_series(void **state) {
   fixture f;
   char want[64], msg[256], dir[2048], rec[2200];
   pid_t c;
-  int st, pout[2];
+  int st, err_rd;
   (void)state;
-  fixture_start(&f, 10, "");
-  assert_int_equal(tl_mkdtemp(dir, sizeof dir, "snap-series"), 0);
-  snprintf(rec, sizeof rec, "%s/rec", dir);
-  assert_int_equal(pipe2(pout, O_CLOEXEC), 0);
-  c = snapshot_start(f.pid, pout[1], NULL,
-                     (const char *[]){"-q", "-o", rec, "--count", "1000000",
-                                      "--interval", "1", NULL});
-  close(pout[1]);
   /* The series must have begun (its first snapshots written out) before
-   * the process ends: otherwise, on a slow start (ASan, a loaded CPU),
-   * the process is simply gone before the first one ("no such process",
-   * rightly). Bounded: 60 s. */
-  for (int i = 0; i < 6000 && dir_bytes(rec) == 0; i++)
-    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+   * the process ends: otherwise the process is simply gone before the
+   * first one ("no such process", rightly). */
+  c = series_begun(&f, 10, "snap-series", dir, rec, NULL,
+                   (const char *[]){"-q", "--count", "1000000", "--interval",
+                                    "1", NULL},
+                   &err_rd);
   nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
   fixture_finish(&f, msg, sizeof msg); /* it exits now */
   assert_int_equal(waitpid(c, &st, 0), c);
-  snapshot_err(pout[0]);
+  snapshot_err(err_rd);
   assert_true(WIFEXITED(st));
   if (WEXITSTATUS(st) != 3) fprintf(stderr, "status %d: %s\n", WEXITSTATUS(st), cr_err);
   assert_int_equal(WEXITSTATUS(st), 3);
