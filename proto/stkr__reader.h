@@ -18,40 +18,24 @@
 #include "proto/stkr_format.h"
 #include "proto/stkr_reader.h"
 
-/* ---- id -> index map (stkr_batch.c) --------------------------------------
- * Ids come from files, so they may be anything: a hash map keeps the tables
- * proportional to the number of definitions, not to the largest id. */
-typedef struct stkr__idmap {
-  uint32_t *keys;
-  uint32_t *vals; /* index + 1; 0 marks an empty slot */
-  size_t cap;     /* power of two, or 0 */
-  size_t n;
-} stkr__idmap;
+/* ---- id -> index maps (stkr_batch.c) --------------------------------------
+ * Ids come from files, so they may be anything: a stkr_map from id to index
+ * keeps the tables proportional to the number of definitions, not to the
+ * largest id. Insert or replace with stkr_map_put, free with stkr_map_free;
+ * indexes stay below UINT32_MAX - 1 (stkr__grow_indexed). */
 
-static inline uint32_t stkr__idmap_hash(uint32_t key, size_t cap) {
-  return (uint32_t)((key * 0x9E3779B1u) & (cap - 1));
-}
+/* @return 1 and *idx if id is in m, else 0. Inline: it runs for every
+ * event (stkr__batch_event: the stack; the site and thread when not known
+ * already, which stkr_map's dearer hash made worth keeping). */
+static inline int stkr__idmap_get(const stkr_map *m, uint32_t id,
+                                  uint32_t *idx) {
+  const uint64_t *v = stkr_map_find(m, id);
 
-/* @return 1 and *val if key is present, else 0. Inline: it runs up to three
- * times per event, from stkr_batch.c and stkr_reader.c. */
-static inline int stkr__idmap_get(const stkr__idmap *m, uint32_t key,
-                                  uint32_t *val) {
-  size_t i;
-
-  if (m->cap == 0)
+  if (v == NULL)
     return 0;
-  for (i = stkr__idmap_hash(key, m->cap); m->vals[i] != 0;
-       i = (i + 1) & (m->cap - 1)) {
-    if (m->keys[i] == key) {
-      *val = m->vals[i] - 1;
-      return 1;
-    }
-  }
-  return 0;
+  *idx = (uint32_t)*v;
+  return 1;
 }
-/* Insert or replace. @return 0 or -ENOMEM. */
-int stkr__idmap_put(stkr__idmap *m, uint32_t key, uint32_t val);
-void stkr__idmap_free(stkr__idmap *m);
 
 typedef struct stkr__rd_thread {
   uint32_t id;
@@ -62,6 +46,11 @@ typedef struct stkr__rd_thread {
 
 typedef struct stkr__rd_stack {
   uint32_t id;
+  /* Its site's entry + 1, kept by its first event that found the site (0:
+   * none yet), so that the events of a stack look up one id less. Stays
+   * right while the stack lives: a site map only adds ids, and both are
+   * dropped together (stkr__session_reset, stkr__stream_trim). */
+  uint32_t site_ix;
   uint64_t *pcs;
   size_t n_pcs;
   uint32_t *frames; /* indexes into stkr__stream.frames; NULL if none */
@@ -146,15 +135,15 @@ typedef struct stkr__stream {
 
   stkr_site_info *sites; /* names owned (char * behind the const) */
   size_t n_sites, cap_sites;
-  stkr__idmap site_map;
+  stkr_map site_map;
   stkr__rd_thread *threads;
   size_t n_threads, cap_threads;
-  stkr__idmap thread_map;
+  stkr_map thread_map;
   stkr_map tids;          /* OS thread ids seen, across sessions
                              (os_threads; trimmed at the stream's end) */
   stkr__rd_stack *stacks;
   size_t n_stacks, cap_stacks;
-  stkr__idmap stack_map;
+  stkr_map stack_map;
   /* The contents (PCs and site) of the stacks counted in info.stacks, for
    * the life of the stream: ids restart in every session and recovered
    * segment, a stack's content does not. */
@@ -163,11 +152,11 @@ typedef struct stkr__stream {
   size_t n_images, cap_images;
   char **strings;          /* StringDefs of the session, owned */
   size_t n_strings, cap_strings;
-  stkr__idmap string_map;
+  stkr_map string_map;
   stkr_frame *frames;      /* FrameDefs (pc 0), strings point into strings */
   uint32_t *frame_ids;     /* FrameDef.id of frames[i] */
   size_t n_frames, cap_frames, cap_frame_ids;
-  stkr__idmap frame_map;
+  stkr_map frame_map;
 
   bool have_sync; /* a (monotonic, wall) pair to date events with */
   uint64_t sync_mono, sync_wall;
@@ -317,6 +306,10 @@ struct stkr_reader {
   uint64_t frame_len; /* compressed size of the frame stkr__next_frame
                          returned last */
   size_t ev_idx, ev_count;
+  /* The last event's thread id and its entry + 1 (0: none), for the batch
+   * being handed out: events come in runs of one thread (a ring drained
+   * at a time), and its definitions were all applied before them. */
+  uint32_t ev_thread_id, ev_thread_ix;
   uint64_t ev_ts;
   size_t payload_pos;
   uint8_t *trunc_bits; /* payload_truncated as a bitmap */
@@ -350,7 +343,7 @@ struct stkr_reader {
     dev_t dev;
     ino_t ino;
     char *path;
-    stkr__idmap unrec_pids; /* pid -> index in unrec, for this file */
+    stkr_map unrec_pids; /* pid -> index in unrec, for this file */
     uint64_t damaged; /* its data_lost warnings: the processes' marks_damaged */
   } *mdirs;
   size_t n_mdirs, cap_mdirs;
@@ -575,9 +568,10 @@ int stkr__marks_append(const char *path, const void *buf, size_t n);
 /* Grow *arr (elements of `size` bytes) to hold at least `need`. */
 int stkr__grow(void *arr, size_t *cap, size_t need, size_t size);
 
-/* Room for entry n of a table that an stkr__idmap indexes (sites, threads,
- * stacks, strings, frames of a stream): the map stores index + 1 in a
- * uint32_t, so n must stay below UINT32_MAX - 1. @return 0 or -ENOMEM. */
+/* Room for entry n of a table that an id map indexes (sites, threads,
+ * stacks, strings, frames of a stream): indexes are handed out as uint32_t
+ * (stkr__idmap_get), so n must stay below UINT32_MAX - 1. @return 0 or
+ * -ENOMEM. */
 int stkr__grow_indexed(void *arr, size_t *cap, size_t n, size_t size);
 /* stkr__grow_indexed, then the new element *arr + n, zeroed; NULL when
  * out of memory or ids. */

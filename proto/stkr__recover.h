@@ -121,7 +121,7 @@ void stkr__rc_cut_torn_tail(stkr__rc *rc, const char *path, uint64_t off,
  * by the caller, with start_mono/start_wall) in the segments of its pid. */
 typedef struct stkr__rc_scan {
   uint64_t sid, start_mono, start_wall;
-  stkr__idmap pos_map; /* thread id -> index in ends */
+  stkr_map pos_map; /* thread id -> index in ends */
   uint64_t *ends;
   size_t n_ends, cap_ends;
   uint32_t max_stack, first_seq;
@@ -155,7 +155,7 @@ typedef struct stkr__rc_scan {
    * batch counted the session file's drops; its Drops name the threads
    * whose rings' drops it counted (recovered_drops: thread id -> 1). */
   bool recovered_before;
-  stkr__idmap recovered_drops;
+  stkr_map recovered_drops;
   uint64_t deadline_ns; /* stkr__rc's: a batch past it ends the scan */
   /* Segments read that end inside a frame (the newest, the writer's death
    * mid-write(2); an older one, an earlier recovery's), and where that

@@ -37,7 +37,7 @@ static int stkr__site_slot(stkr__stream *st, uint32_t id, uint32_t *idx) {
     return -ENOMEM;
   s->id = id;
   s->name = "?";
-  if (stkr__idmap_put(&st->site_map, id, (uint32_t)st->n_sites) != 0)
+  if (stkr_map_put(&st->site_map, id, (uint32_t)st->n_sites) != 0)
     return -ENOMEM;
   *idx = (uint32_t)st->n_sites++;
   return 0;
@@ -90,7 +90,7 @@ static int stkr__apply_site(stkr_reader *r, stkr__stream *st,
 
     for (k = 0; k < st->sites_before; k++)
       if (st->sites[k].defined && stkr__site_name_is(&st->sites[k], d->name)) {
-        if (stkr__idmap_put(&st->site_map, d->id, (uint32_t)k) != 0)
+        if (stkr_map_put(&st->site_map, d->id, (uint32_t)k) != 0)
           return -ENOMEM;
         return st->sites[k].is_mark ? stkr__marks_site(st, NULL, d->id) : 0;
       }
@@ -133,7 +133,7 @@ static int stkr__apply_thread(stkr__stream *st, const Stackrec__ThreadDef *d) {
     if (added < 0 ||
         stkr__grow_indexed(&st->threads, &st->cap_threads, st->n_threads,
                            sizeof(*st->threads)) != 0 ||
-        stkr__idmap_put(&st->thread_map, d->id, (uint32_t)st->n_threads)) {
+        stkr_map_put(&st->thread_map, d->id, (uint32_t)st->n_threads)) {
       free(name);
       return -ENOMEM;
     }
@@ -177,7 +177,7 @@ static int stkr__apply_stack(stkr_reader *r, stkr__stream *st,
   s->truncated = d->truncated;
   s->site_id = d->site_id;
   if (stkr__stack_frames(r, st, s, d, path, off) != 0 ||
-      stkr__idmap_put(&st->stack_map, d->id, (uint32_t)st->n_stacks) != 0) {
+      stkr_map_put(&st->stack_map, d->id, (uint32_t)st->n_stacks) != 0) {
     free(s->pcs);
     free(s->frames);
     return -ENOMEM;
@@ -440,20 +440,20 @@ static void stkr__session_reset(stkr__stream *st) {
   st->info.end_ts_ns = 0; /* the process goes on: a later session's end */
 
   /* Site entries stay (they hold the counts); only their ids go. */
-  stkr__idmap_free(&st->site_map);
+  stkr_map_free(&st->site_map);
   st->sites_before = st->n_sites;
-  stkr__idmap_free(&st->thread_map);
+  stkr_map_free(&st->thread_map);
   STKR_FREE_EACH(st->threads, st->n_threads, name);
   st->n_threads = 0;
-  stkr__idmap_free(&st->stack_map);
+  stkr_map_free(&st->stack_map);
   for (i = 0; i < st->n_stacks; i++) {
     free(st->stacks[i].pcs);
     free(st->stacks[i].frames);
   }
   st->n_stacks = 0;
-  stkr__idmap_free(&st->frame_map);
+  stkr_map_free(&st->frame_map);
   st->n_frames = 0;
-  stkr__idmap_free(&st->string_map);
+  stkr_map_free(&st->string_map);
   for (i = 0; i < st->n_strings; i++)
     free(st->strings[i]);
   st->n_strings = 0;
@@ -596,9 +596,59 @@ int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
   r->batch_off = off;
   r->ev_idx = 0;
   r->ev_count = n;
+  r->ev_thread_ix = 0;
   r->ev_ts = e ? e->base_ts_ns : 0;
   r->payload_pos = 0;
   return STKR__BATCH_OK;
+}
+
+/* ev's site (ev->site_id; s: its stack, or NULL). Site 0 (no column and
+ * an unknown stack) counts under "?" like any undefined id. Undefined ids
+ * share one "?" entry (id 0): per-id state for ids nobody defined would
+ * let a file of distinct bogus ids make the reader (and every tool keyed
+ * by site) allocate per event. A stack's own site: the entry its first
+ * event found (stkr__rd_stack.site_ix). @return 0 or -ENOMEM. */
+static inline int stkr__event_site(stkr__stream *st, stkr__rd_stack *s,
+                                   stkr_event_view *ev) {
+  uint32_t idx;
+
+  if (s != NULL && s->site_ix != 0 && ev->site_id == s->site_id) {
+    idx = s->site_ix - 1;
+  } else if (stkr__idmap_get(&st->site_map, ev->site_id, &idx)) {
+    if (s != NULL && ev->site_id == s->site_id)
+      s->site_ix = idx + 1;
+  } else if (stkr__site_slot(st, 0, &idx) != 0) {
+    return -ENOMEM;
+  }
+  ev->site = st->sites[idx].name;
+  ev->is_mark = st->sites[idx].is_mark;
+  st->sites[idx].events++;
+  if (!st->sites[idx].defined) {
+    ev->unresolved = true;
+    ev->site_undefined = true;
+  }
+  return 0;
+}
+
+/* ev's thread (ev->thread_id). In a run of one thread's events, the entry
+ * found for its first (stkr_reader.ev_thread_ix). */
+static inline void stkr__event_thread(stkr_reader *r, const stkr__stream *st,
+                                      stkr_event_view *ev) {
+  uint32_t idx;
+
+  if (r->ev_thread_ix == 0 || ev->thread_id != r->ev_thread_id) {
+    r->ev_thread_id = ev->thread_id;
+    r->ev_thread_ix =
+        stkr__idmap_get(&st->thread_map, ev->thread_id, &idx) ? idx + 1 : 0;
+  }
+  if (r->ev_thread_ix != 0) {
+    ev->tid = st->threads[r->ev_thread_ix - 1].tid;
+    ev->thread_name = st->threads[r->ev_thread_ix - 1].name;
+  } else {
+    ev->thread_name = "?";
+    ev->unresolved = true;
+    ev->thread_undefined = true;
+  }
 }
 
 int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
@@ -640,8 +690,9 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
 
   ev->stack_id = e->stack_id[i];
   ev->site_id = e->n_site_id ? e->site_id[i] : 0;
+  stkr__rd_stack *s = NULL;
   if (stkr__idmap_get(&st->stack_map, ev->stack_id, &idx)) {
-    const stkr__rd_stack *s = &st->stacks[idx];
+    s = &st->stacks[idx];
 
     ev->n_pcs = s->n_pcs;
     ev->pcs = ev->n_pcs ? s->pcs : NULL;
@@ -667,30 +718,10 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
     ev->stack_lost = ev->stack_id == 0 && r->batch->recovered;
   }
 
-  /* Site 0 (no column and an unknown stack) counts under "?" like any
-   * undefined id. Undefined ids share one "?" entry (id 0): per-id state
-   * for ids nobody defined would let a file of distinct bogus ids make the
-   * reader (and every tool keyed by site) allocate per event. */
-  if (!stkr__idmap_get(&st->site_map, ev->site_id, &idx) &&
-      stkr__site_slot(st, 0, &idx) != 0)
+  if (stkr__event_site(st, s, ev) != 0)
     return -ENOMEM;
-  ev->site = st->sites[idx].name;
-  ev->is_mark = st->sites[idx].is_mark;
-  st->sites[idx].events++;
-  if (!st->sites[idx].defined) {
-    ev->unresolved = true;
-    ev->site_undefined = true;
-  }
-
   ev->thread_id = e->thread_id[i];
-  if (stkr__idmap_get(&st->thread_map, ev->thread_id, &idx)) {
-    ev->tid = st->threads[idx].tid;
-    ev->thread_name = st->threads[idx].name;
-  } else {
-    ev->thread_name = "?";
-    ev->unresolved = true;
-    ev->thread_undefined = true;
-  }
+  stkr__event_thread(r, st, ev);
 
   if (e->n_payload_len) {
     ev->payload_len = e->payload_len[i];
@@ -748,11 +779,11 @@ void stkr__stream_free(stkr__stream *st) {
   STKR_FREE_EACH(st->images, st->n_images, build_id);
   stkr_map_free(&st->tids);
   stkr_map_free(&st->stack_keys);
-  stkr__idmap_free(&st->site_map);
-  stkr__idmap_free(&st->thread_map);
-  stkr__idmap_free(&st->stack_map);
-  stkr__idmap_free(&st->frame_map);
-  stkr__idmap_free(&st->string_map);
+  stkr_map_free(&st->site_map);
+  stkr_map_free(&st->thread_map);
+  stkr_map_free(&st->stack_map);
+  stkr_map_free(&st->frame_map);
+  stkr_map_free(&st->string_map);
   STKR_FREE_ALL(st->files, st->sites, st->mark_ids, st->mark_stacks,
                 st->boots_seen, st->threads, st->stacks, st->frames,
                 st->frame_ids, st->strings, st->images, st->dir,

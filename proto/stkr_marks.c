@@ -384,7 +384,7 @@ static const char *stkr__unrec_line(stkr_reader *r, const char *path,
     free((char *)u.reason);
     return NULL;
   }
-  if (stkr__idmap_put(&md->unrec_pids, u.pid, (uint32_t)r->n_unrec) != 0) {
+  if (stkr_map_put(&md->unrec_pids, u.pid, (uint32_t)r->n_unrec) != 0) {
     *nomem = true;
     free((char *)u.name);
     free((char *)u.reason);
@@ -612,7 +612,7 @@ void stkr__marks_free(stkr_reader *r) {
   free(r->running);
   for (i = 0; i < r->n_mdirs; i++) {
     free(r->mdirs[i].path);
-    stkr__idmap_free(&r->mdirs[i].unrec_pids);
+    stkr_map_free(&r->mdirs[i].unrec_pids);
   }
   free(r->mdirs);
 }

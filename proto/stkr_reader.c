@@ -530,7 +530,7 @@ static void stkr__stream_trim(stkr__stream *st) {
   free(st->threads);
   st->threads = NULL;
   st->n_threads = st->cap_threads = 0;
-  stkr__idmap_free(&st->thread_map);
+  stkr_map_free(&st->thread_map);
   stkr_map_free(&st->tids);
   for (i = 0; i < st->n_stacks; i++) {
     free(st->stacks[i].pcs);
@@ -539,21 +539,21 @@ static void stkr__stream_trim(stkr__stream *st) {
   free(st->stacks);
   st->stacks = NULL;
   st->n_stacks = st->cap_stacks = 0;
-  stkr__idmap_free(&st->stack_map);
+  stkr_map_free(&st->stack_map);
   stkr_map_free(&st->stack_keys);
   free(st->frames);
   free(st->frame_ids);
   st->frames = NULL;
   st->frame_ids = NULL;
   st->n_frames = st->cap_frames = st->cap_frame_ids = 0;
-  stkr__idmap_free(&st->frame_map);
+  stkr_map_free(&st->frame_map);
   for (i = 0; i < st->n_strings; i++)
     free(st->strings[i]);
   free(st->strings);
   st->strings = NULL;
   st->n_strings = st->cap_strings = 0;
-  stkr__idmap_free(&st->string_map);
-  stkr__idmap_free(&st->site_map);
+  stkr_map_free(&st->string_map);
+  stkr_map_free(&st->site_map);
   stkr__shrink(&st->sites, &st->cap_sites, st->n_sites, sizeof(*st->sites));
   stkr__shrink(&st->images, &st->cap_images, st->n_images,
                sizeof(*st->images));

@@ -56,8 +56,7 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
         s->ends[idx] = stkr__rc_max(s->ends[idx], p->end);
       } else if (stkr__grow(&s->ends, &s->cap_ends, s->n_ends + 1,
                             sizeof *s->ends) == 0 &&
-                 stkr__idmap_put(&s->pos_map, p->thread_id,
-                                 (uint32_t)s->n_ends) == 0) {
+                 stkr_map_put(&s->pos_map, p->thread_id, s->n_ends) == 0) {
         s->ends[s->n_ends++] = p->end;
       } else {
         s->err = -ENOMEM;
@@ -77,7 +76,7 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
     }
     for (size_t i = 0; i < b->n_drops; i++) {
       if (b->recovered &&
-          stkr__idmap_put(&s->recovered_drops, b->drops[i]->thread_id, 1) != 0)
+          stkr_map_put(&s->recovered_drops, b->drops[i]->thread_id, 1) != 0)
         s->err = -ENOMEM;
       s->ring_full += b->drops[i]->ring_full;
       s->reentrant += b->drops[i]->reentrant;
@@ -203,8 +202,8 @@ int stkr__rc_scan_segments(stkr__rc *rc, uint32_t pid, stkr__rc_scan *s) {
 }
 
 void stkr__rc_scan_free(stkr__rc_scan *s) {
-  stkr__idmap_free(&s->pos_map);
-  stkr__idmap_free(&s->recovered_drops);
+  stkr_map_free(&s->pos_map);
+  stkr_map_free(&s->recovered_drops);
   free(s->ends);
   if (s->images != NULL) {
     stackrec__batch__free_unpacked(s->images, &s->images_alloc->pb);

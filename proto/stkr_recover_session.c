@@ -567,12 +567,11 @@ static void ring_drops(build *b, const stkr_ring_info *info) {
   uint64_t reent =
       stkr__rc_uncounted(info->drops_reentrant, info->counted_reentrant,
                          written, info->pend_reentrant);
-  uint32_t seen;
 
   /* An earlier recovery of this session died after writing (part of) its
    * segment, this ring's batch among it: it counted these already. */
   if ((full == 0 && reent == 0) ||
-      stkr__idmap_get(&b->sc->recovered_drops, info->thread_id, &seen))
+      stkr_map_find(&b->sc->recovered_drops, info->thread_id) != NULL)
     return;
   b->x_full = stkr__rc_sat(b->x_full, full);
   b->x_reentrant = stkr__rc_sat(b->x_reentrant, reent);

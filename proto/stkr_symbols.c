@@ -56,7 +56,7 @@ int stkr__apply_string(stkr_reader *r, stkr__stream *st,
                          sizeof(*st->strings)) != 0 ||
       (v = stkr__strdup0(d->value)) == NULL)
     return -ENOMEM;
-  if (stkr__idmap_put(&st->string_map, d->id, (uint32_t)st->n_strings) != 0) {
+  if (stkr_map_put(&st->string_map, d->id, (uint32_t)st->n_strings) != 0) {
     free(v);
     return -ENOMEM;
   }
@@ -104,7 +104,7 @@ int stkr__apply_frame(stkr_reader *r, stkr__stream *st,
                          sizeof(*st->frames)) != 0 ||
       stkr__grow(&st->frame_ids, &st->cap_frame_ids, st->n_frames + 1,
                  sizeof(*st->frame_ids)) != 0 ||
-      stkr__idmap_put(&st->frame_map, d->id, (uint32_t)st->n_frames) != 0)
+      stkr_map_put(&st->frame_map, d->id, (uint32_t)st->n_frames) != 0)
     return -ENOMEM;
   st->frame_ids[st->n_frames] = d->id;
   st->frames[st->n_frames++] = f;
