@@ -272,11 +272,12 @@ struct stkr_reader {
 
   stkr__stream **streams; /* sorted by pid, then creation order */
   size_t n_streams, cap_streams;
-  /* (directory, pid) -> stream, open addressing, load <= 1/2: adding N
-   * process files is O(N), not a scan of every stream per file. */
-  stkr__stream **stream_tab;
-  size_t stream_tab_cap;
-  uint64_t stream_probes; /* slots looked at: the work, for the tests */
+  /* (directory, pid) -> position in streams, for the streams not anon
+   * (built again when they are sorted): adding N process files is O(N),
+   * not a scan of every stream per file. */
+  stkr_index stream_ix;
+  uint64_t stream_probes; /* lookups, plus the streams each compared: the
+                             work, for the tests */
   bool started;
   int hard_err; /* sticky negative errno after a hard error */
   /* Read no marks file (stkr_copies.c's peeks: a batch's Header is all
@@ -530,7 +531,7 @@ const char *stkr__marks_scope_line(stkr_reader *r, const char *p,
 /* Is pid in scope s? */
 bool stkr__scope_has(const stkr__scope *s, uint32_t pid);
 /* The stream of (directory dev/ino, pid), or NULL; *probes counts the
- * table's probes (stkr_reader.c). */
+ * lookup and the streams it compared (stkr_reader.c). */
 stkr__stream *stkr__stream_find(const stkr_reader *r, dev_t dev, ino_t ino,
                                 uint32_t pid, uint64_t *probes);
 /* stkr_reader_links.c. Was a file of this inode added to r already (by

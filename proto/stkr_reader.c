@@ -115,7 +115,8 @@ void stkr_reader_free(stkr_reader *r) {
   ZSTD_freeDCtx(r->dctx);
   stkr_fmt_buf_free(&r->dbuf);
   stkr_index_free(&r->inode_ix);
-  STKR_FREE_ALL(r->in.buf, r->streams, r->stream_tab, r->trunc_bits,
+  stkr_index_free(&r->stream_ix);
+  STKR_FREE_ALL(r->in.buf, r->streams, r->trunc_bits,
                 r->ev_frames, r->inodes);
   stkr__marks_free(r);
   free(r);
@@ -123,43 +124,17 @@ void stkr_reader_free(stkr_reader *r) {
 
 /* ---- inputs ------------------------------------------------------------ */
 
-static size_t stkr__stream_hash(dev_t dev, ino_t ino, uint32_t pid,
-                                size_t cap) {
-  uint64_t h = stkr_mix64((uint64_t)dev ^ ((uint64_t)pid << 32));
-
-  return (size_t)(stkr_mix64(h ^ (uint64_t)ino) & (cap - 1));
+static uint64_t stkr__stream_hash(dev_t dev, ino_t ino, uint32_t pid) {
+  return stkr_mix64((uint64_t)dev ^ ((uint64_t)pid << 32)) ^ (uint64_t)ino;
 }
 
-/* Put st in the (dir, pid) table, growing it. @return 0 or -ENOMEM. */
-static int stkr__stream_tab_put(stkr_reader *r, stkr__stream *st) {
-  size_t i;
-
-  if ((r->n_streams + 1) * 2 > r->stream_tab_cap) {
-    size_t cap = r->stream_tab_cap ? r->stream_tab_cap * 2 : 256, k;
-    stkr__stream **t = calloc(cap, sizeof(*t));
-
-    if (t == NULL)
-      return -ENOMEM;
-    for (k = 0; k < r->stream_tab_cap; k++) {
-      stkr__stream *x = r->stream_tab[k];
-
-      if (x == NULL)
-        continue;
-      for (i = stkr__stream_hash(x->dir_dev, x->dir_ino, x->info.pid, cap);
-           t[i] != NULL; i = (i + 1) & (cap - 1)) {
-      }
-      t[i] = x;
-    }
-    free(r->stream_tab);
-    r->stream_tab = t;
-    r->stream_tab_cap = cap;
-  }
-  for (i = stkr__stream_hash(st->dir_dev, st->dir_ino, st->info.pid,
-                             r->stream_tab_cap);
-       r->stream_tab[i] != NULL; i = (i + 1) & (r->stream_tab_cap - 1)) {
-  }
-  r->stream_tab[i] = st;
-  return 0;
+/* Index st (not anon) at position at of streams. @return 0 or -ENOMEM. */
+static int stkr__stream_ix_add(stkr_reader *r, const stkr__stream *st,
+                               size_t at) {
+  return stkr_index_add(&r->stream_ix,
+                        stkr__stream_hash(st->dir_dev, st->dir_ino,
+                                          st->info.pid),
+                        at);
 }
 
 static int stkr__stream_cmp(const void *a, const void *b) {
@@ -174,15 +149,15 @@ static int stkr__stream_cmp(const void *a, const void *b) {
 /* The stream of the directory (dev, ino) for pid, or NULL. */
 stkr__stream *stkr__stream_find(const stkr_reader *r, dev_t dev, ino_t ino,
                                 uint32_t pid, uint64_t *probes) {
-  size_t i;
+  uint64_t h = stkr__stream_hash(dev, ino, pid);
+  size_t pos, ix;
 
-  if (r->stream_tab_cap == 0) return NULL;
-  for (i = stkr__stream_hash(dev, ino, pid, r->stream_tab_cap);
-       r->stream_tab[i] != NULL; i = (i + 1) & (r->stream_tab_cap - 1)) {
-    stkr__stream *st = r->stream_tab[i];
+  (*probes)++;
+  for (ix = stkr_index_first(&r->stream_ix, h, &pos); ix != STKR_INDEX_NONE;
+       ix = stkr_index_next(&r->stream_ix, h, &pos)) {
+    stkr__stream *st = r->streams[ix];
     (*probes)++;
-    if (!st->anon && st->info.pid == pid && st->dir_dev == dev &&
-        st->dir_ino == ino)
+    if (st->info.pid == pid && st->dir_dev == dev && st->dir_ino == ino)
       return st;
   }
   return NULL;
@@ -263,7 +238,7 @@ static int stkr__stream_get(stkr_reader *r, const char *dir,
   st->dir_ino = dst->st_ino;
   st->anon = anon;
   st->order = r->n_streams;
-  if (!anon && stkr__stream_tab_put(r, st) != 0) {
+  if (!anon && stkr__stream_ix_add(r, st, r->n_streams) != 0) {
     free(st->dir);
     free(st);
     return -ENOMEM;
@@ -273,10 +248,18 @@ static int stkr__stream_get(stkr_reader *r, const char *dir,
   return 0;
 }
 
-/* Streams sorted by pid, then creation order (once per stkr_reader_add). */
+/* Streams sorted by pid, then creation order (once per stkr_reader_add),
+ * and stream_ix, which holds their positions, built again. */
 static void stkr__streams_sort(stkr_reader *r) {
-  if (r->n_streams > 1)
-    qsort(r->streams, r->n_streams, sizeof(*r->streams), stkr__stream_cmp);
+  if (r->n_streams < 2)
+    return;
+  qsort(r->streams, r->n_streams, sizeof(*r->streams), stkr__stream_cmp);
+  /* The entries it held, at their new positions, in the room they had:
+   * no growth, so no failure. */
+  stkr_index_clear(&r->stream_ix);
+  for (size_t i = 0; i < r->n_streams; i++)
+    if (!r->streams[i]->anon)
+      (void)stkr__stream_ix_add(r, r->streams[i], i);
 }
 
 /* Add one file to stream st, keeping files sorted by seq, once per inode.
