@@ -224,11 +224,10 @@ typedef struct stkr__rck {
   char *cur_path;
   stkr__rck_stack *seg;
   size_t n_seg, cap_seg;
-  uint32_t *seg_slots; /* index + 1; 0 empty */
-  size_t nseg_slots;
+  stkr_index seg_ix; /* by key (stkr_recover_known.c's want_key) */
   /* The same for payloads (common/stkr_ringfile.h, "Payloads"): per ring,
    * each payload slot's key at the tail and its bytes since (pcur_len 0:
-   * none yet); the segments' payloads by key[0] (loaded with the stacks). */
+   * none yet); the segments' payloads by key (loaded with the stacks). */
   uint64_t ppre[STKR_RINGFILE_PKNOWN_SLOTS][2];
   bool pfirst_seen[STKR_RINGFILE_PKNOWN_SLOTS];
   const uint8_t *pcur[STKR_RINGFILE_PKNOWN_SLOTS];

@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,8 +38,8 @@ void stkr__rck_free(stkr__rck *k) {
   stkr_index_free(&k->pseg_ix);
   stkr_map_free(&k->want_s);
   stkr_map_free(&k->want_p);
+  stkr_index_free(&k->seg_ix);
   free(k->seg);
-  free(k->seg_slots);
   free(k->cur_path);
   memset(k, 0, sizeof *k);
 }
@@ -104,7 +105,8 @@ void stkr__rck_payload_new(stkr__rck *k, const stkr_ring_rec *r) {
  * entry too many, or marks a wanted key found early (so the reading may
  * stop before the segment that has it: that record is then unresolved,
  * counted, never resolved wrongly, as lookups compare all 128 bits; at
- * 2^-64 per pair). Never 0 (one code path in stkr_map). */
+ * 2^-64 per pair). Never 0 (one code path in stkr_map). Also the hash
+ * that the segments' stacks and payloads are indexed by (key_find). */
 static uint64_t want_key(const uint64_t key[2]) {
   uint64_t h = key[0] ^ stkr_mix64(key[1]);
   return h ? h : 1;
@@ -140,12 +142,32 @@ static bool wanted(stkr__rck *k, stkr_map *m, const uint64_t key[2]) {
   return true;
 }
 
-static size_t pseg_find(const stkr__rck *k, const uint64_t key[2]) {
+/* The record of key among the records at recs (`size` bytes each, each
+ * starting with its uint64_t key[2]: stkr__rck_stack, stkr__rck_pbytes),
+ * which x indexes by want_key (both halves: a stack's key[0] is the hash
+ * its file says, which a hostile file may repeat): its index, or
+ * STKR_INDEX_NONE. */
+_Static_assert(offsetof(stkr__rck_stack, key) == 0, "key_find");
+_Static_assert(offsetof(stkr__rck_pbytes, key) == 0, "key_find");
+static size_t key_find(const stkr_index *x, const void *recs, size_t size,
+                       const uint64_t key[2]) {
+  uint64_t h = want_key(key);
   size_t pos, ix;
-  for (ix = stkr_index_first(&k->pseg_ix, key[0], &pos); ix != STKR_INDEX_NONE;
-       ix = stkr_index_next(&k->pseg_ix, key[0], &pos))
-    if (k->pseg[ix].key[1] == key[1]) return ix;
+
+  for (ix = stkr_index_first(x, h, &pos); ix != STKR_INDEX_NONE;
+       ix = stkr_index_next(x, h, &pos)) {
+    const uint64_t *k = (const uint64_t *)((const char *)recs + ix * size);
+    if (k[0] == key[0] && k[1] == key[1]) return ix;
+  }
   return STKR_INDEX_NONE;
+}
+
+static size_t pseg_find(const stkr__rck *k, const uint64_t key[2]) {
+  return key_find(&k->pseg_ix, k->pseg, sizeof *k->pseg, key);
+}
+
+static size_t seg_find(const stkr__rck *k, const uint64_t key[2]) {
+  return key_find(&k->seg_ix, k->seg, sizeof *k->seg, key);
 }
 
 /* Every payload of a batch of the session, once per distinct key. */
@@ -170,7 +192,7 @@ static int pseg_add_batch(stkr__rck *k, const Stackrec__Events *e) {
     d->key[0] = key[0];
     d->key[1] = key[1];
     d->len = (uint16_t)len;
-    if (stkr_index_add(&k->pseg_ix, key[0], k->n_pseg) != 0) {
+    if (stkr_index_add(&k->pseg_ix, want_key(key), k->n_pseg) != 0) {
       free(d->bytes);
       return -ENOMEM;
     }
@@ -180,51 +202,28 @@ static int pseg_add_batch(stkr__rck *k, const Stackrec__Events *e) {
 }
 
 
-static size_t seg_slot(const stkr__rck *k, uint64_t k0, uint64_t k1) {
-  return (size_t)stkr_mix64(k0 ^ k1) & (k->nseg_slots - 1);
-}
-
 static int seg_add(stkr__rck *k, const Stackrec__StackDef *d) {
-  uint64_t k1 = stkr_stack_key2(d->pcs, (unsigned)d->n_pcs, d->site_id,
-                                d->truncated);
-  size_t i;
+  uint64_t key[2] = {d->hash, stkr_stack_key2(d->pcs, (unsigned)d->n_pcs,
+                                               d->site_id, d->truncated)};
 
-  if (d->n_pcs > 0xFFFF || !wanted(k, &k->want_s, (uint64_t[2]){d->hash, k1}))
+  if (d->n_pcs > 0xFFFF || !wanted(k, &k->want_s, key))
     return 0; /* not one of ours, or no ring looks it up */
-  if ((k->n_seg + 1) * 2 > k->nseg_slots) {
-    size_t ns = k->nseg_slots ? k->nseg_slots * 2 : 1024;
-    uint32_t *sl = calloc(ns, sizeof *sl);
-    if (sl == NULL)
-      return -ENOMEM;
-    free(k->seg_slots);
-    k->seg_slots = sl;
-    k->nseg_slots = ns;
-    for (size_t j = 0; j < k->n_seg; j++) {
-      for (i = seg_slot(k, k->seg[j].key[0], k->seg[j].key[1]); sl[i];
-           i = (i + 1) & (ns - 1)) {
-      }
-      sl[i] = (uint32_t)j + 1;
-    }
-  }
-  for (i = seg_slot(k, d->hash, k1); k->seg_slots[i];
-       i = (i + 1) & (k->nseg_slots - 1)) {
-    const stkr__rck_stack *s = &k->seg[k->seg_slots[i] - 1];
-    if (s->key[0] == d->hash && s->key[1] == k1)
-      return 0; /* defined again in a later segment: same stack */
-  }
-  if (stkr__grow(&k->seg, &k->cap_seg, k->n_seg + 1, sizeof *k->seg) != 0)
+  if (seg_find(k, key) != STKR_INDEX_NONE)
+    return 0; /* defined again in a later segment: same stack */
+  if (stkr__grow(&k->seg, &k->cap_seg, k->n_seg + 1, sizeof *k->seg) != 0 ||
+      stkr_index_reserve(&k->seg_ix, k->n_seg + 1) != 0)
     return -ENOMEM;
   stkr__rck_stack *s = &k->seg[k->n_seg];
   if ((s->pcs = malloc(d->n_pcs ? 8u * d->n_pcs : 1)) == NULL)
     return -ENOMEM;
   if (d->n_pcs)
     memcpy(s->pcs, d->pcs, 8u * d->n_pcs);
-  s->key[0] = d->hash;
-  s->key[1] = k1;
+  s->key[0] = key[0];
+  s->key[1] = key[1];
   s->depth = (uint16_t)d->n_pcs;
   s->site = d->site_id;
   s->truncated = d->truncated;
-  k->seg_slots[i] = (uint32_t)++k->n_seg;
+  (void)stkr_index_add(&k->seg_ix, want_key(key), k->n_seg++); /* reserved */
   return 0;
 }
 
@@ -304,7 +303,7 @@ static int seg_ensure(stkr__rck *k, stkr__rc *rc, uint32_t pid) {
 int stkr__rck_resolve(stkr__rck *k, stkr__rc *rc, uint32_t pid,
                       const stkr_ring_rec *r, stkr_ring_rec *out) {
   const uint64_t *key = k->pre[r->slot];
-  size_t i;
+  size_t ix;
   int err;
 
   if (k->cur[r->slot].size != 0) {
@@ -315,23 +314,17 @@ int stkr__rck_resolve(stkr__rck *k, stkr__rc *rc, uint32_t pid,
     return 0; /* the slot was empty at the tail: a damaged ring */
   if ((err = seg_ensure(k, rc, pid)) < 0)
     return err;
-  if (k->nseg_slots == 0)
+  if ((ix = seg_find(k, key)) == STKR_INDEX_NONE)
     return 0;
-  for (i = seg_slot(k, key[0], key[1]); k->seg_slots[i];
-       i = (i + 1) & (k->nseg_slots - 1)) {
-    const stkr__rck_stack *s = &k->seg[k->seg_slots[i] - 1];
-    if (s->key[0] == key[0] && s->key[1] == key[1]) {
-      memset(out, 0, sizeof *out);
-      out->site_id = s->site;
-      out->hash = s->key[0];
-      out->key2 = s->key[1];
-      out->pcs = s->pcs;
-      out->depth = s->depth;
-      out->flags = s->truncated ? STKR_RINGREC_STACK_TRUNCATED : 0;
-      return 1;
-    }
-  }
-  return 0;
+  const stkr__rck_stack *s = &k->seg[ix];
+  memset(out, 0, sizeof *out);
+  out->site_id = s->site;
+  out->hash = s->key[0];
+  out->key2 = s->key[1];
+  out->pcs = s->pcs;
+  out->depth = s->depth;
+  out->flags = s->truncated ? STKR_RINGREC_STACK_TRUNCATED : 0;
+  return 1;
 }
 
 int stkr__rck_payload(stkr__rck *k, stkr__rc *rc, uint32_t pid,

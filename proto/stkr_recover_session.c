@@ -53,11 +53,10 @@ typedef struct build {
   /* A kept ring may be read later (it could not be opened now: no
    * permission, no descriptor left): the session file stays with it. */
   bool retry;
-  /* stacks of this recovery, open addressing on (hash, site) */
+  /* stacks of this recovery, indexed by (hash, site) */
   rstack *stacks;
   size_t n_stacks, cap_stacks;
-  uint32_t *slots;      /* index + 1; 0 empty */
-  size_t nslots;
+  stkr_index stack_ix;
   uint8_t *site_sent;   /* bitmap by site id: SiteDef in this segment */
   size_t site_sent_bytes;
   /* the open batch */
@@ -99,25 +98,12 @@ typedef struct build {
 
 static uint32_t intern_stack(build *b, const stkr_ring_rec *r) {
   bool trunc = (r->flags & 2u) != 0;
-  size_t i;
+  uint64_t h = r->hash ^ ((uint64_t)r->site_id << 32);
+  size_t pos, ix;
 
-  if ((b->n_stacks + 1) * 2 > b->nslots) {
-    size_t ns = b->nslots ? b->nslots * 2 : 1024;
-    uint32_t *sl = calloc(ns, sizeof *sl);
-    if (sl == NULL) return 0;
-    for (size_t k = 0; k < b->n_stacks; k++) {
-      const rstack *s = &b->stacks[k];
-      for (i = (s->hash ^ s->site) & (ns - 1); sl[i]; i = (i + 1) & (ns - 1)) {
-      }
-      sl[i] = (uint32_t)k + 1;
-    }
-    free(b->slots);
-    b->slots = sl;
-    b->nslots = ns;
-  }
-  for (i = (r->hash ^ r->site_id) & (b->nslots - 1); b->slots[i];
-       i = (i + 1) & (b->nslots - 1)) {
-    const rstack *s = &b->stacks[b->slots[i] - 1];
+  for (ix = stkr_index_first(&b->stack_ix, h, &pos); ix != STKR_INDEX_NONE;
+       ix = stkr_index_next(&b->stack_ix, h, &pos)) {
+    const rstack *s = &b->stacks[ix];
     if (s->hash == r->hash && s->site == r->site_id && s->depth == r->depth &&
         s->truncated == trunc &&
         memcmp(s->pcs, r->pcs, 8u * r->depth) == 0)
@@ -125,7 +111,8 @@ static uint32_t intern_stack(build *b, const stkr_ring_rec *r) {
   }
   if (b->sc->max_stack + b->n_stacks + 1 >= UINT32_MAX ||
       stkr__grow(&b->stacks, &b->cap_stacks, b->n_stacks + 1,
-                 sizeof *b->stacks) != 0)
+                 sizeof *b->stacks) != 0 ||
+      stkr_index_reserve(&b->stack_ix, b->n_stacks + 1) != 0)
     return 0;
   rstack *s = &b->stacks[b->n_stacks];
   s->pcs = malloc(r->depth ? 8u * r->depth : 1);
@@ -137,7 +124,7 @@ static uint32_t intern_stack(build *b, const stkr_ring_rec *r) {
   s->truncated = trunc;
   s->emitted = false;
   s->id = b->sc->max_stack + (uint32_t)b->n_stacks + 1;
-  b->slots[i] = (uint32_t)b->n_stacks + 1;
+  (void)stkr_index_add(&b->stack_ix, h, b->n_stacks); /* reserved */
   b->n_stacks++;
   b->est += 16 + 10u * r->depth;
   return s->id;
@@ -451,7 +438,8 @@ static int add_rec(void *arg, const stkr_ring_rec *r) {
 static void build_free(build *b) {
   STKR_FREE_EACH(b->stacks, b->n_stacks, pcs);
   for (size_t i = 0; i < b->n_sites; i++) free(b->site_names[i]);
-  STKR_FREE_ALL(b->stacks, b->slots, b->site_sent, b->ts_delta, b->thread_id,
+  stkr_index_free(&b->stack_ix);
+  STKR_FREE_ALL(b->stacks, b->site_sent, b->ts_delta, b->thread_id,
                 b->stack_id, b->payload_len, b->ptrunc, b->site_col, b->pdata,
                 b->sites, b->site_names, b->done, b->keep);
   stkr__rck_free(&b->known);
