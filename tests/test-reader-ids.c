@@ -178,34 +178,32 @@ static void ri_encode(const ri_batch *rb, stkr_fmt_buf *out) {
     h.session_id = rb->session;
     b.header = &h;
   }
-  for (i = 0; i < rb->n_defs_site; i++) {
-    stackrec__site_def__init(&sd[i]);
+  /* Each batch's definitions, in the order the tables list them. */
+  b.sites = sdp;
+  b.n_sites = rb->n_defs_site;
+  for (i = 0; i < b.n_sites; i++) {
+    stackrec__site_def__init(sdp[i] = &sd[i]);
     sd[i].id = rb->defs_site[i].id;
     sd[i].name = (char *)rb->defs_site[i].name;
-    sdp[i] = &sd[i];
   }
-  for (i = 0; i < rb->n_defs_thread; i++) {
-    stackrec__thread_def__init(&td[i]);
+  b.threads = tdp;
+  b.n_threads = rb->n_defs_thread;
+  for (i = 0; i < b.n_threads; i++) {
+    stackrec__thread_def__init(tdp[i] = &td[i]);
     td[i].id = rb->defs_thread[i].id;
     td[i].tid = rb->defs_thread[i].tid;
     td[i].name = (char *)rb->defs_thread[i].name;
-    tdp[i] = &td[i];
   }
-  for (i = 0; i < rb->n_defs_stack; i++) {
-    stackrec__stack_def__init(&kd[i]);
+  b.stacks = kdp;
+  b.n_stacks = rb->n_defs_stack;
+  for (i = 0; i < b.n_stacks; i++) {
+    stackrec__stack_def__init(kdp[i] = &kd[i]);
     kd[i].id = rb->defs_stack[i].id;
     kd[i].pcs = (uint64_t *)rb->defs_stack[i].pcs;
     kd[i].n_pcs = rb->defs_stack[i].n_pcs;
     kd[i].hash = 1;
     kd[i].site_id = rb->defs_stack[i].site;
-    kdp[i] = &kd[i];
   }
-  b.sites = sdp;
-  b.n_sites = rb->n_defs_site;
-  b.threads = tdp;
-  b.n_threads = rb->n_defs_thread;
-  b.stacks = kdp;
-  b.n_stacks = rb->n_defs_stack;
   for (i = 0; i < rb->n; i++)
     deltas[i] = 1;
   e.base_ts_ns = 1000;

@@ -610,12 +610,10 @@ out:
 
 int stkr__export_pprof(stkr__export *x) {
   stkr_agg_opts o = x->filt;
-  pp p;
+  pp p = {.x = x};
   size_t i;
   int err;
 
-  memset(&p, 0, sizeof p);
-  p.x = x;
   o.by_thread = true;
   o.by_process = true;
   o.by_payload = true;
