@@ -329,6 +329,25 @@ done:
   return err;
 }
 
+/* Room for need events in each of the five event columns, which share
+ * b->cap: it moves only once every column has grown (a column that could
+ * not is left as it was, never lost). @return 0 or -ENOMEM. */
+static int grow_columns(build *b, size_t need) {
+  size_t c[5] = {b->cap, b->cap, b->cap, b->cap, b->cap};
+
+  if (need <= b->cap)
+    return 0;
+  if (stkr_grow((void **)&b->ts_delta, &c[0], need, sizeof *b->ts_delta) ||
+      stkr_grow((void **)&b->thread_id, &c[1], need, sizeof *b->thread_id) ||
+      stkr_grow((void **)&b->stack_id, &c[2], need, sizeof *b->stack_id) ||
+      stkr_grow((void **)&b->payload_len, &c[3], need,
+                sizeof *b->payload_len) ||
+      stkr_grow((void **)&b->site_col, &c[4], need, sizeof *b->site_col))
+    return -ENOMEM;
+  b->cap = c[0]; /* all alike: the same doubling from the same cap */
+  return 0;
+}
+
 static int add_rec(void *arg, const stkr_ring_rec *r) {
   build *b = arg;
   stkr_ring_rec full;
@@ -399,14 +418,8 @@ static int add_rec(void *arg, const stkr_ring_rec *r) {
     ptrunc = true;
     b->unresolved_payloads++;
   }
-  if (stkr__grow(&b->ts_delta, &b->cap, b->n + 1, sizeof *b->ts_delta) != 0)
-    return -ENOMEM;
-  size_t c = b->cap; /* the other columns follow ts_delta's capacity */
-  if ((b->thread_id = realloc(b->thread_id, c * 4)) == NULL ||
-      (b->stack_id = realloc(b->stack_id, c * 4)) == NULL ||
-      (b->payload_len = realloc(b->payload_len, c * 4)) == NULL ||
-      (b->site_col = realloc(b->site_col, c * 4)) == NULL)
-    return -ENOMEM;
+  if ((err = grow_columns(b, b->n + 1)) != 0)
+    return err;
   /* Counter ticks -> CLOCK_MONOTONIC ns, with the dead writer's last
    * calibration (its records are at most an exit budget newer). */
   uint64_t ts = stkr_clock_to_ns(&b->ss->h.clock[b->ss->h.clock_idx & 1],
