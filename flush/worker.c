@@ -545,10 +545,14 @@ static bool end_session(stkr__worker *w, bool bounded) {
      * init/shutdown cycles lost one now and then under ASan. The wait
      * ends as soon as no thread is inside an event. */
     quiesce_ms = 2000;
-  /* No event may start after stop (later calls return -ENOTCONN, not
-   * counted); quiesce waits out those in flight, so the final drain sees
-   * every event that will be recorded. */
-  stkr__recorder_stop();
+  /* No event may start after stop (later calls return -ENOTCONN; at an
+   * exit counted as dropped, the process's threads still making them);
+   * quiesce waits out those in flight, so the final drain sees every
+   * event that will be recorded. */
+  if (bounded)
+    stkr__recorder_stop_for_exit();
+  else
+    stkr__recorder_stop();
   stkr__threads_quiesce(quiesce_ms);
   w->wake_unsettled = !stkr__wake_disarm();
   if (bounded && (w->taken_over = stkr__drain_take_over(w))) return true;

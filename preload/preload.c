@@ -28,7 +28,8 @@
  *   same pid, a new session. A failed exec: the next event starts again.
  * - _exit/_Exit: skip exit handlers and destructors, so the hook ends the
  *   session first with stkr_shutdown_for_exit(): recording stops (the
- *   threads that keep running until exit_group get -ENOTCONN at once), what
+ *   threads that keep running until exit_group get -ENOTCONN at once,
+ *   counted as dropped), what
  *   the rings hold is written within STACKREC_EXIT_MS, the rest counted as
  *   dropped_exit; nothing is joined or freed (_exit may be called from a
  *   signal handler that interrupted malloc).

@@ -62,6 +62,7 @@ static void stkr__atfork_child(void) {
   stkr__sites_after_fork();
   stkr__clock_forget_after_fork();
   stkr__threads_forget_after_fork();
+  stkr__count_late_calls(false);
   /* A child that has not recorded yet (FORK_PENDING) passes follow mode
    * on to its own children: a double-forked daemon's events were lost. */
   if ((state == STKR__RUNNING || state == STKR__FORK_PENDING) &&
@@ -111,6 +112,7 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
   g_wake_arg = wake_arg;
   g_on_fork = on_fork_child;
   stkr__threads_reset_counts();
+  stkr__count_late_calls(false);
   atomic_store_explicit(&g_producer_fence, stkr__membarrier_register() != 0,
                         memory_order_relaxed);
   /* Release: g_conf and the callbacks are visible to every producer that
@@ -161,6 +163,11 @@ void stkr__recorder_stop(void) {
    * either sees OFF or has a `busy` that stkr__threads_quiesce() sees. */
   atomic_store_explicit(&g_state, STKR__OFF, memory_order_seq_cst);
   stkr__producers_fence();
+}
+
+void stkr__recorder_stop_for_exit(void) {
+  stkr__count_late_calls(true); /* before: a call that sees OFF counts */
+  stkr__recorder_stop();
 }
 
 bool stkr__recorder_running(void) {
@@ -577,8 +584,11 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
    * set need no atomic RMW; a handler that runs between them completes its
    * whole event before we go on, which is harmless. */
   if (atomic_load_explicit(&t->busy, memory_order_relaxed)) {
-    if (atomic_load_explicit(&g_state, memory_order_relaxed) != STKR__RUNNING)
+    if ((state = atomic_load_explicit(&g_state, memory_order_relaxed)) !=
+        STKR__RUNNING) {
+      if (state == STKR__OFF) stkr__late_call(site);
       return -ENOTCONN;
+    }
     /* Atomic RMW: nested handlers may race on this counter. */
     atomic_fetch_add_explicit(&t->dropped_reentrant, 1, memory_order_relaxed);
     /* The ring file's copy (recovery). A thread's ring is made before
@@ -607,6 +617,7 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
     const int e0 = errno; /* a forked child's start makes files */
     atomic_store_explicit(&t->busy, 0, memory_order_release);
     const int nr = stkr__not_running(state);
+    if (nr != 0 && state == STKR__OFF) stkr__late_call(site);
     errno = e0;
     return nr != 0 ? -ENOTCONN : 1;
   }
@@ -726,6 +737,7 @@ again:
     state = atomic_load_explicit(&g_state, memory_order_acquire);
     if (state != STKR__RUNNING) {
       err = stkr__not_running(state);
+      if (err != 0 && state == STKR__OFF) stkr__late_call(site);
       errno = e0;
       if (err != 0)
         return err;

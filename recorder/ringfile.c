@@ -342,17 +342,33 @@ void stkr__session_add_u64(size_t off, uint64_t n) {
  * registration stuck for a second (a thread stopped in a debugger) keeps
  * the mapping alive forever rather than fault. Control thread.
  * @return whether it was unmapped. */
-static bool unmap_header(stkr_sessfile_hdr *h) {
+static bool map_users_gone(void) {
   for (int i = 0; i < 1000; i++) {
     /* Acquire: pairs with the release decrement above. */
-    if (atomic_load_explicit(&g_map_users, memory_order_acquire) == 0) {
-      munmap(h, g_sess.map_bytes);
+    if (atomic_load_explicit(&g_map_users, memory_order_acquire) == 0)
       return true;
-    }
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
   }
   return false;
+}
+
+static bool unmap_header(stkr_sessfile_hdr *h) {
+  if (!map_users_gone())
+    return false;
+  munmap(h, g_sess.map_bytes);
+  return true;
+}
+
+/* Drops that no written batch counts: calls that an exit's end counted
+ * after its last batch's counters (event.c, g_count_late), made by the
+ * threads that run on until the process is gone. After g_map went NULL
+ * (no add starts) and the adds under way ended. Recovery writes them
+ * (drops_other - counted_other) once the files stay for it. */
+static bool drops_uncounted(stkr_sessfile_hdr *h) {
+  return map_users_gone() &&
+         __atomic_load_n(&h->drops_other, __ATOMIC_RELAXED) !=
+             __atomic_load_n(&h->counted_other, __ATOMIC_RELAXED);
 }
 
 static void store_site(stkr_sessfile_hdr *h, uint32_t id, const char *name) {
@@ -375,32 +391,10 @@ static void store_site(stkr_sessfile_hdr *h, uint32_t id, const char *name) {
                    ((uint64_t)off << 32) | len, __ATOMIC_RELEASE);
 }
 
-void stkr__session_note(uint32_t max_stack_id, uint64_t batch_seq) {
-  /* Worker only, while the session is open (close runs after the worker
-   * is joined). Relaxed: read by recovery after we died. */
-  stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
-  if (h == NULL)
-    return;
-  __atomic_store_n(&h->max_stack_id, max_stack_id, __ATOMIC_RELAXED);
-  __atomic_store_n(&h->max_batch_seq, batch_seq, __ATOMIC_RELAXED);
-}
-
 stkr_sessfile_hdr *stkr__session_hdr(void) {
   return atomic_load_explicit(&g_map, memory_order_acquire);
 }
 
-void stkr__session_clock(const stkr_clock_cal *cal) {
-  /* Worker (or the start, before any producer), while the session is
-   * open. The slot not in use first, then the index: recovery after a
-   * death mid-update reads the previous, complete slot. */
-  stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
-  uint32_t next;
-  if (h == NULL)
-    return;
-  next = (__atomic_load_n(&h->clock_idx, __ATOMIC_RELAXED) + 1) & 1;
-  h->clock[next] = *cal;
-  __atomic_store_n(&h->clock_idx, next, __ATOMIC_RELEASE);
-}
 
 void stkr__ringfile_enter(void) {
   atomic_fetch_add_explicit(&g_ring_makers, 1, memory_order_seq_cst);
@@ -478,6 +472,8 @@ static void close_files(bool leftovers, uint64_t until_ns) {
    * ringfile_map. */
   atomic_store_explicit(&g_map, NULL, memory_order_seq_cst);
   wait_ring_makers(until_ns);
+  if (!leftovers && drops_uncounted(h))
+    leftovers = true; /* its rings are empty: recovery only ends them */
   /* Before the loop below, which hands the file rings on. */
   const bool memory_left = leftovers && memory_rings_hold_records();
   /* Everything is written: said before any file goes, so that files this

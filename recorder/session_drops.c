@@ -1,8 +1,9 @@
 /*
  * session_drops.c: the session file's drop counters, for recovery
  * (common/stkr_ringfile.h, stkr_sessfile_hdr: drops_other, retired_*,
- * counted_*, pend_*, dropped_write_error). The ring files' own are in
- * thread.c, next to the thread counters they equal.
+ * counted_*, pend_*, dropped_write_error), and the worker's other notes
+ * into it (the ids used, the clock). The ring files' own are in thread.c,
+ * next to the thread counters they equal.
  *
  * The header's mapping (stkr__session_hdr) stays mapped while the worker
  * runs; close unmaps it after the worker's end, once no producer holding
@@ -98,4 +99,27 @@ void stkr__session_drops_reset(void) {
   for (size_t off = offsetof(stkr_sessfile_hdr, drops_other);
        off < offsetof(stkr_sessfile_hdr, dropped_write_error) + 8; off += 8)
     __atomic_store_n((uint64_t *)((char *)h + off), 0, __ATOMIC_RELAXED);
+}
+
+void stkr__session_note(uint32_t max_stack_id, uint64_t batch_seq) {
+  /* Worker only, while the session is open (close runs after the worker
+   * is joined). Relaxed: read by recovery after we died. */
+  stkr_sessfile_hdr *h = stkr__session_hdr();
+  if (h == NULL)
+    return;
+  __atomic_store_n(&h->max_stack_id, max_stack_id, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->max_batch_seq, batch_seq, __ATOMIC_RELAXED);
+}
+
+void stkr__session_clock(const stkr_clock_cal *cal) {
+  /* Worker (or the start, before any producer), while the session is
+   * open. The slot not in use first, then the index: recovery after a
+   * death mid-update reads the previous, complete slot. */
+  stkr_sessfile_hdr *h = stkr__session_hdr();
+  uint32_t next;
+  if (h == NULL)
+    return;
+  next = (__atomic_load_n(&h->clock_idx, __ATOMIC_RELAXED) + 1) & 1;
+  h->clock[next] = *cal;
+  __atomic_store_n(&h->clock_idx, next, __ATOMIC_RELEASE);
 }

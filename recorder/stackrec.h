@@ -249,7 +249,9 @@ typedef struct stkr_stats {
   uint64_t dropped_ring_full;
   uint64_t dropped_reentrant; /* signal handler interrupted an event */
   uint64_t dropped_write_error; /* batch could not be written */
-  uint64_t dropped_other;  /* thread exiting, no memory for a ring, ... */
+  uint64_t dropped_other;  /* thread exiting, no memory for a ring, a
+                              call while stkr_shutdown_for_exit ends the
+                              session, ... */
   uint64_t stacks;         /* distinct stacks seen (one that the worker's
                               table forgot, past stack_table_bytes, and
                               met again counts again) */
@@ -321,8 +323,11 @@ STKR_API int stkr_shutdown(void);
 /*
  * The end of a session for a process that is about to end (exit, a return
  * from main, _exit, exec, a fatal-signal handler), bounded by exit_ms:
- * recording stops (later events return -ENOTCONN at once, not counted, on
- * the threads that keep running until the process is gone); the rings are
+ * recording stops (later events return -ENOTCONN at once on the threads
+ * that keep running until the process is gone, counted as dropped_other:
+ * the last batch's counters have those made before them, recovery writes
+ * the rest from the session file, which then stays; calls made after this
+ * returns are not counted); the rings are
  * drained until half the budget; stacks first seen now are written
  * unsymbolized (one resolution can cost the whole budget; PCs and the image
  * list stay, `stackrec symbolize` resolves them later; a stkr_flush() before

@@ -448,6 +448,12 @@ void stkr__threads_drops_pend(uint64_t seq);
 void stkr__threads_drops_commit(void);
 void stkr__thread_drops_settle(stkr__thread *t);
 void stkr__count_dropped_other(void);
+/* Calls while an exit ends the session (thread.c, g_count_late): _calls
+ * turns their counting on (the exit's stop) or off (a start, a fork
+ * child); late_call counts one refused for the recorder being off, when
+ * on (stkr_event's not-running paths; noinline there: off the hot path). */
+void stkr__count_late_calls(bool on);
+void stkr__late_call(const stkr_site *site);
 /* Zero counters and empty rings (recorder start; no producer active).
  * Threads whose ring is not a file of the current session get a new one
  * (a thread attached in an earlier session, or a forked child's). */
@@ -637,8 +643,11 @@ typedef void (*stkr__fork_fn)(void);
  * there; NULL means the child stays disabled. */
 int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
                          void *wake_arg, stkr__fork_fn on_fork_child);
-/* Stop accepting events (later calls return -ENOTCONN). */
+/* Stop accepting events (later calls return -ENOTCONN). _for_exit: the
+ * process is ending (exit, _exit, exec): later calls are counted as
+ * dropped ("other") until the next start, as its threads still make them. */
 void stkr__recorder_stop(void);
+void stkr__recorder_stop_for_exit(void);
 bool stkr__recorder_running(void);
 /* Called in a forked child (by the atfork handler): forget every other
  * thread, empty the surviving thread's ring. */

@@ -345,6 +345,31 @@ void stkr__count_dropped_other(void) {
   stkr__session_drop_other();
 }
 
+/* Set when an exit, _exit or exec ends the session (stkr__recorder_stop_
+ * for_exit), cleared by a start and in a forked child: calls that find the
+ * recorder off meanwhile are counted as dropped ("other"), since the
+ * threads that run on until the process is gone still make them (QA,
+ * session 44: 12-44 a run uncounted, up to 1.8 M in a tight loop, verify
+ * "complete"). Not after stkr_shutdown, whose caller asked for the stop.
+ * Relaxed: read on the not-running path only; a call that misses the set
+ * loaded the state before the stop, so the stop's quiesce waits for it or
+ * it is recorded. */
+static _Atomic bool g_count_late;
+
+void stkr__count_late_calls(bool on) {
+  atomic_store_explicit(&g_count_late, on, memory_order_relaxed);
+}
+
+void stkr__late_call(const stkr_site *site) {
+  /* Into the session file too while it is mapped: the last batch's
+   * counters have the calls before them; those after stay there for
+   * recovery (ringfile.c's close keeps the files then). */
+  if (!atomic_load_explicit(&g_count_late, memory_order_relaxed))
+    return;
+  stkr__count_dropped_other();
+  stkr__mark_drop_note(site);
+}
+
 /* ---- drops in the ring files, for recovery --------------------------------
  * A ring's drops equal its thread's counters (the producer stores the same
  * count in both: event.c); the session file's drops_other equals

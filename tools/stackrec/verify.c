@@ -234,7 +234,14 @@ static void print_accounting(verify_run *v, const stkr_process_info *p) {
   if (p->segments_deleted > p->segments_cap_deleted)
     put_incomplete(v, p->pid, p->segments_deleted - p->segments_cap_deleted,
                    "segment", "s", "deleted by the disk cap while recording");
-  if (p->recovered_batches) {
+  if (p->recovered_batches && p->recovered == 0 && p->clean_end) {
+    /* A clean end whose files stayed for drops counted after its last
+     * batch: calls its threads made while it ended (recorder/ringfile.c). */
+    v->notes++;
+    printf("note: process %u: drops counted after its last batch (calls "
+           "made while it ended) were written by recovery\n",
+           (unsigned)p->pid);
+  } else if (p->recovered_batches) {
     v->notes++;
     printf("note: process %u: %llu event%s in %llu batch%s recovered from "
            "the ring files of a writer that died%s\n",
