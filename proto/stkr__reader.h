@@ -162,6 +162,8 @@ typedef struct stkr__stream {
   uint64_t sync_mono, sync_wall;
   bool have_batch_seq;
   uint64_t last_batch_seq;
+  uint64_t damaged_at_batch; /* info.damaged_batches after the last
+                                intact batch (stkr__apply_counters) */
 
   /* The current recording session (see stkr_reader.h). */
   bool have_session;         /* a Header of this session was read */

@@ -397,8 +397,18 @@ static void stkr__apply_counters(stkr__stream *st, const Stackrec__Batch *b,
   }
   stkr__acct_batch(st, b, file_index);
   stkr__acct_publish(st);
-  if (st->have_batch_seq && b->seq > st->last_batch_seq + 1)
-    in->missing_batches += b->seq - st->last_batch_seq - 1;
+  if (st->have_batch_seq && b->seq > st->last_batch_seq + 1) {
+    /* The batches between this one and the session's last intact one.
+     * Damage read since: they are its stretch's, which can span several
+     * of them (QA, session 44: "1 batch lost" and "2 missing" for one
+     * stretch over two frames; one damaged batch was also one missing). */
+    uint64_t gap = b->seq - st->last_batch_seq - 1;
+    uint64_t damaged = in->damaged_batches - st->damaged_at_batch;
+    if (damaged == 0)
+      in->missing_batches += gap;
+    else if (gap > damaged)
+      in->damaged_batches += gap - damaged;
+  }
   /* Batches are numbered from 1 in each session: a session whose first
    * batch read is numbered 4 lost its first three (a deleted or emptied
    * first segment, or the disk cap). */
@@ -417,6 +427,7 @@ static void stkr__apply_counters(stkr__stream *st, const Stackrec__Batch *b,
     st->have_batch_seq = true;
     st->last_batch_seq = b->seq;
   }
+  st->damaged_at_batch = in->damaged_batches;
   if (b->last) {
     st->sess_clean = true;
     in->end_ts_ns = 0;
