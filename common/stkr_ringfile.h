@@ -417,6 +417,15 @@ typedef struct stkr_sessfile_hdr {
   /* Since session 37 (zero in older files): Header.os_parent_pid, set at
    * the session's start. */
   uint32_t os_parent_pid;
+  /* Since session 46 (zero in older files): calls refused while an exit,
+   * _exit or exec ended the session (the threads that run on until the
+   * process is gone), added (atomic) by the calling thread, and how many
+   * of them the Counters.dropped_exit of the latest written batch count
+   * (the flush worker, after that batch's write). Both cumulative since
+   * the session's start: recovery writes Counters.dropped_exit as the
+   * larger of drops_late and what the segments' Counters say. */
+  uint64_t drops_late;
+  uint64_t counted_late;
 } stkr_sessfile_hdr;
 
 _Static_assert(sizeof(stkr_sessfile_hdr) <= STKR_SESSFILE_HDR_BYTES,

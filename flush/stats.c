@@ -16,13 +16,15 @@ static void stats_from(stkr__worker *w, const stkr__counts *cp,
   o->dropped_reentrant = c.dropped_reentrant;
   o->dropped_other = c.dropped_other + w->dropped_worker;
   o->dropped_write_error = w->dropped_write_error;
-  o->dropped_exit = w->dropped_exit;
+  /* Left in memory rings by an exit out of time, and calls refused while
+   * an exit ended the session (recorder/thread.c, stkr__late_call). */
+  o->dropped_exit = w->dropped_exit + c.dropped_late;
   o->pending_recovery = w->pending_recovery;
   o->dropped = o->dropped_ring_full + o->dropped_reentrant +
                o->dropped_write_error + o->dropped_other + o->dropped_exit;
   /* dropped_worker events were pushed: they are in c.pushed already. */
   o->attempted = c.pushed + c.dropped_ring_full + c.dropped_reentrant +
-                 c.dropped_other;
+                 c.dropped_other + c.dropped_late;
   o->written = w->written;
   o->stacks = w->stacks_count;
   o->sites = stkr__site_count();

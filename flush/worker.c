@@ -546,7 +546,7 @@ static bool end_session(stkr__worker *w, bool bounded) {
      * ends as soon as no thread is inside an event. */
     quiesce_ms = 2000;
   /* No event may start after stop (later calls return -ENOTCONN; at an
-   * exit counted as dropped, the process's threads still making them);
+   * exit counted as dropped_exit, the process's threads still make them);
    * quiesce waits out those in flight, so the final drain sees every
    * event that will be recorded. */
   if (bounded)

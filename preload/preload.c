@@ -29,7 +29,7 @@
  * - _exit/_Exit: skip exit handlers and destructors, so the hook ends the
  *   session first with stkr_shutdown_for_exit(): recording stops (the
  *   threads that keep running until exit_group get -ENOTCONN at once,
- *   counted as dropped), what
+ *   counted as dropped_exit), what
  *   the rings hold is written within STACKREC_EXIT_MS, the rest counted as
  *   dropped_exit; nothing is joined or freed (_exit may be called from a
  *   signal handler that interrupted malloc).

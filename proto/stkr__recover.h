@@ -136,6 +136,7 @@ typedef struct stkr__rc_scan {
   uint64_t recovered_events; /* in the recovered batches read */
   uint64_t ring_full, reentrant, other, c_ring_full, c_reentrant, c_other;
   uint64_t c_lost_bytes; /* Counters.recovery_lost_bytes, the largest */
+  uint64_t c_exit;       /* Counters.dropped_exit, the largest */
   Stackrec__Batch *images;  /* latest batch of the session with images */
   size_t images_seg, cur_seg; /* the scan's index of its segment, of the
                                  one being read (0: the newest) */

@@ -98,6 +98,7 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
       s->c_reentrant = stkr__rc_max(s->c_reentrant, c->dropped_reentrant);
       s->c_other = stkr__rc_max(s->c_other, c->dropped_other);
       s->c_lost_bytes = stkr__rc_max(s->c_lost_bytes, c->recovery_lost_bytes);
+      s->c_exit = stkr__rc_max(s->c_exit, c->dropped_exit);
     }
     /* The newest segment's latest: segments are read newest first, the
      * batches of each in order. */

@@ -176,6 +176,11 @@ static void counters(const build *b, Stackrec__Counters *K) {
                    b->x_reentrant);
   K->dropped_other =
       stkr__rc_sat(stkr__rc_max(sc->other, sc->c_other), b->x_other);
+  /* Cumulative both, as dropped_write_error: the calls an exit's end
+   * refused (the session file's, those after the last batch included)
+   * and what the batches told (with events an exit left in memory rings,
+   * which only they count). Before session 46 recovery wrote 0 here. */
+  K->dropped_exit = stkr__rc_max(sc->c_exit, b->ss->h.drops_late);
   /* The session's, earlier recoveries' included (QA, session 22: a
    * recovery after one that died counted only its own, and attempted came
    * out below written + dropped + recovered). */
@@ -190,7 +195,8 @@ static void counters(const build *b, Stackrec__Counters *K) {
   K->attempted = stkr__rc_sat(
       stkr__rc_sat(stkr__rc_sat(K->written, K->dropped_write_error),
                    stkr__rc_sat(K->dropped_ring_full, K->dropped_reentrant)),
-      stkr__rc_sat(K->dropped_other, K->recovered));
+      stkr__rc_sat(stkr__rc_sat(K->dropped_other, K->dropped_exit),
+                   K->recovered));
 }
 
 /* The open batch's event columns, pointing into b. */
@@ -690,10 +696,13 @@ int stkr__rc_write_session(stkr__rc *rc, const stkr__rc_sess *ss,
         rc->st->drops_found,
         stkr__rc_sat(b.x_other, stkr__rc_sat(b.x_full, b.x_reentrant)));
   }
-  /* Failed batches after the last written one (counters() takes it). */
+  /* Failed batches after the last written one, and calls an exit refused
+   * after it (counters() takes them). */
   rc->st->drops_found = stkr__rc_sat(
       rc->st->drops_found,
-      stkr__rc_beyond(ss->h.dropped_write_error, sc->dropped_write_error));
+      stkr__rc_sat(
+          stkr__rc_beyond(ss->h.dropped_write_error, sc->dropped_write_error),
+          stkr__rc_beyond(ss->h.drops_late, sc->c_exit)));
   for (size_t i = 0; i < n && err == 0; i++)
     err = stkr__rc_expired(rc->deadline_ns) ? -ETIMEDOUT
                                             : want_ring(&b, &rings[i]);

@@ -361,14 +361,14 @@ static bool unmap_header(stkr_sessfile_hdr *h) {
 }
 
 /* Drops that no written batch counts: calls that an exit's end counted
- * after its last batch's counters (event.c, g_count_late), made by the
- * threads that run on until the process is gone. After g_map went NULL
- * (no add starts) and the adds under way ended. Recovery writes them
- * (drops_other - counted_other) once the files stay for it. */
+ * after its last batch's counters (thread.c, stkr__late_call), made by
+ * the threads that run on until the process is gone. After g_map went
+ * NULL (no add starts) and the adds under way ended. Recovery writes them
+ * (Counters.dropped_exit from drops_late) once the files stay for it. */
 static bool drops_uncounted(stkr_sessfile_hdr *h) {
   return map_users_gone() &&
-         __atomic_load_n(&h->drops_other, __ATOMIC_RELAXED) !=
-             __atomic_load_n(&h->counted_other, __ATOMIC_RELAXED);
+         __atomic_load_n(&h->drops_late, __ATOMIC_RELAXED) !=
+             __atomic_load_n(&h->counted_late, __ATOMIC_RELAXED);
 }
 
 static void store_site(stkr_sessfile_hdr *h, uint32_t id, const char *name) {

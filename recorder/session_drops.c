@@ -22,6 +22,10 @@ void stkr__session_drop_other(void) {
   stkr__session_add_u64(offsetof(stkr_sessfile_hdr, drops_other), 1);
 }
 
+void stkr__session_drop_late(void) {
+  stkr__session_add_u64(offsetof(stkr_sessfile_hdr, drops_late), 1);
+}
+
 void stkr__session_mark_dropped(void) {
   stkr__session_add_u64(offsetof(stkr_sessfile_hdr, marks_dropped), 1);
 }
@@ -55,6 +59,7 @@ void stkr__session_drops_commit(const stkr__sess_drops *noted) {
   if (h == NULL)
     return;
   __atomic_store_n(&h->counted_other, noted->other, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->counted_late, noted->late, __ATOMIC_RELAXED);
   __atomic_store_n(&h->counted_retired_full, noted->retired_full,
                    __ATOMIC_RELAXED);
   __atomic_store_n(&h->counted_retired_reentrant, noted->retired_reentrant,
@@ -99,6 +104,8 @@ void stkr__session_drops_reset(void) {
   for (size_t off = offsetof(stkr_sessfile_hdr, drops_other);
        off < offsetof(stkr_sessfile_hdr, dropped_write_error) + 8; off += 8)
     __atomic_store_n((uint64_t *)((char *)h + off), 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->drops_late, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->counted_late, 0, __ATOMIC_RELAXED);
 }
 
 void stkr__session_note(uint32_t max_stack_id, uint64_t batch_seq) {

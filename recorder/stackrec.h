@@ -249,9 +249,7 @@ typedef struct stkr_stats {
   uint64_t dropped_ring_full;
   uint64_t dropped_reentrant; /* signal handler interrupted an event */
   uint64_t dropped_write_error; /* batch could not be written */
-  uint64_t dropped_other;  /* thread exiting, no memory for a ring, a
-                              call while stkr_shutdown_for_exit ends the
-                              session, ... */
+  uint64_t dropped_other;  /* thread exiting, no memory for a ring, ... */
   uint64_t stacks;         /* distinct stacks seen (one that the worker's
                               table forgot, past stack_table_bytes, and
                               met again counts again) */
@@ -268,7 +266,9 @@ typedef struct stkr_stats {
                                 that tells their owner's readers) */
   uint64_t write_errors;   /* failed writes (each drops one batch) */
   uint64_t dropped_exit;   /* still in anonymous rings when exit_ms ran
-                              out: lost (also in `dropped`) */
+                              out: lost; and calls refused while
+                              stkr_shutdown_for_exit ended the session
+                              (also in `dropped`) */
   uint64_t pending_recovery; /* still in ring files when exit_ms ran out:
                               not lost, written out later by recovery
                               (stackrec recover, stackrec record, the next
@@ -324,7 +324,7 @@ STKR_API int stkr_shutdown(void);
  * The end of a session for a process that is about to end (exit, a return
  * from main, _exit, exec, a fatal-signal handler), bounded by exit_ms:
  * recording stops (later events return -ENOTCONN at once on the threads
- * that keep running until the process is gone, counted as dropped_other:
+ * that keep running until the process is gone, counted as dropped_exit:
  * the last batch's counters have those made before them, recovery writes
  * the rest from the session file, which then stays; calls made after this
  * returns are not counted); the rings are

@@ -425,6 +425,7 @@ typedef struct stkr__counts {
   uint64_t dropped_ring_full;
   uint64_t dropped_reentrant;
   uint64_t dropped_other;
+  uint64_t dropped_late;      /* calls while an exit ended the session */
   uint64_t threads;           /* threads attached since start */
 } stkr__counts;
 /* Sum of every thread's producer counters, reaped threads included. Any
@@ -451,7 +452,7 @@ void stkr__count_dropped_other(void);
 /* Calls while an exit ends the session (thread.c, g_count_late): _calls
  * turns their counting on (the exit's stop) or off (a start, a fork
  * child); late_call counts one refused for the recorder being off, when
- * on (stkr_event's not-running paths; noinline there: off the hot path). */
+ * on (stkr_event's not-running paths), as dropped_exit. */
 void stkr__count_late_calls(bool on);
 void stkr__late_call(const stkr_site *site);
 /* Zero counters and empty rings (recorder start; no producer active).

@@ -51,6 +51,7 @@ void stkr__session_note(uint32_t max_stack_id, uint64_t batch_seq);
  * as a batch's counters read them (stkr__threads_counts_mark). */
 typedef struct stkr__sess_drops {
   uint64_t other, retired_full, retired_reentrant;
+  uint64_t late; /* drops_late: counted_late at the commit */
 } stkr__sess_drops;
 /* In session_drops.c. drops_other: add one (any thread, with
  * stkr__count_dropped_other). _retire: add a reaped thread's drops that
@@ -66,6 +67,9 @@ typedef struct stkr__sess_drops {
  * (any thread). No-ops without a session file. add_u64 (ringfile.c): add
  * n at byte off of the header, any thread, never after the unmap. */
 void stkr__session_drop_other(void);
+/* drop_late: a call refused while an exit ended the session (drops_late,
+ * stkr__late_call: any thread). */
+void stkr__session_drop_late(void);
 void stkr__session_mark_dropped(void);
 void stkr__session_add_u64(size_t off, uint64_t n);
 void stkr__session_drops_worker(uint64_t n);

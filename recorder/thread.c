@@ -34,6 +34,9 @@ static _Atomic uint64_t g_attached;
 /* Events that could not be attributed to a live ring (thread exiting, no
  * memory for a ring, site table busy): any thread adds, relaxed. */
 static _Atomic uint64_t g_dropped_other;
+/* Calls refused while an exit ended the session (stkr__late_call): any
+ * thread adds, relaxed. */
+static _Atomic uint64_t g_dropped_late;
 /* Totals of reaped threads, so counts survive reaping. Under g_reap_lock. */
 static stkr__counts g_retired;
 static pthread_mutex_t g_reap_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -337,6 +340,8 @@ void stkr__threads_counts(stkr__counts *out) {
   reap_unlock();
   out->dropped_other =
       atomic_load_explicit(&g_dropped_other, memory_order_relaxed);
+  out->dropped_late =
+      atomic_load_explicit(&g_dropped_late, memory_order_relaxed);
   out->threads = atomic_load_explicit(&g_attached, memory_order_relaxed);
 }
 
@@ -347,7 +352,7 @@ void stkr__count_dropped_other(void) {
 
 /* Set when an exit, _exit or exec ends the session (stkr__recorder_stop_
  * for_exit), cleared by a start and in a forked child: calls that find the
- * recorder off meanwhile are counted as dropped ("other"), since the
+ * recorder off meanwhile are counted as dropped ("exit"), since the
  * threads that run on until the process is gone still make them (QA,
  * session 44: 12-44 a run uncounted, up to 1.8 M in a tight loop, verify
  * "complete"). Not after stkr_shutdown, whose caller asked for the stop.
@@ -366,7 +371,8 @@ void stkr__late_call(const stkr_site *site) {
    * recovery (ringfile.c's close keeps the files then). */
   if (!atomic_load_explicit(&g_count_late, memory_order_relaxed))
     return;
-  stkr__count_dropped_other();
+  atomic_fetch_add_explicit(&g_dropped_late, 1, memory_order_relaxed);
+  stkr__session_drop_late();
   stkr__mark_drop_note(site);
 }
 
@@ -405,6 +411,9 @@ void stkr__threads_counts_mark(stkr__counts *out, uint64_t worker_drops) {
    * records too (stkr__session_drops_worker): counted is what the
    * batch's dropped_other says, both kinds. */
   g_sess_noted.other = out->dropped_other + worker_drops;
+  out->dropped_late =
+      atomic_load_explicit(&g_dropped_late, memory_order_relaxed);
+  g_sess_noted.late = out->dropped_late;
   out->threads = atomic_load_explicit(&g_attached, memory_order_relaxed);
 }
 
@@ -697,6 +706,7 @@ void stkr__threads_reset_counts(void) {
     t->w_payloads_stale = true;
   }
   atomic_store_explicit(&g_dropped_other, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_dropped_late, 0, memory_order_relaxed);
   stkr__session_drops_reset(); /* with g_dropped_other and g_retired */
   atomic_store_explicit(&g_attached, 0, memory_order_relaxed);
   for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t))
@@ -733,6 +743,7 @@ void stkr__threads_forget_after_fork(void) {
   }
   memset(&g_retired, 0, sizeof g_retired);
   atomic_store_explicit(&g_dropped_other, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_dropped_late, 0, memory_order_relaxed);
   atomic_store_explicit(&g_next_id, 0, memory_order_relaxed);
   /* Only our own ring is left to count against the cap. */
   atomic_store_explicit(&g_ring_live,

@@ -335,11 +335,11 @@ static void put_drops(FILE *out, const stkr_agg *a) {
        a->drops_reentrant},
       {"write error", "the recorder could not write its segment files",
        a->drops_write_error},
-      {"other",
-       "e.g. calls made while the process ended (after the recorder "
-       "stopped), a thread over the ring memory cap",
+      {"other", "e.g. two threads registering a site at once",
        a->drops_other},
-      {"exit", "still in the rings when the bounded exit's time ran out",
+      {"exit",
+       "calls made while the process ended, after the recorder stopped; "
+       "or still in the rings when the bounded exit's time ran out",
        a->drops_exit},
   };
   char b1[32], b2[16];

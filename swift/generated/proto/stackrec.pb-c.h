@@ -574,9 +574,13 @@ struct  Stackrec__Counters
   uint64_t dropped_reentrant;
   uint64_t dropped_other;
   /*
-   * Events still in the rings when a bounded exit ran out of time. With
-   * file-backed rings they stay in the ring files and are recovered later
-   * (then counted in Batch.recovered batches), so this is normally 0.
+   * Events lost to the process's end: calls that threads made while a
+   * bounded exit (stkr_shutdown_for_exit: exit, _exit, exec) ended the
+   * session, after recording had stopped (since session 46: counted
+   * nowhere before; recovery writes those after the last batch from the
+   * session file); and events still in memory rings when a bounded exit ran
+   * out of time (file-backed rings keep theirs for recovery: Batch.recovered
+   * batches). Cumulative since the session's start.
    */
   uint64_t dropped_exit;
   /*
