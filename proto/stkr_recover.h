@@ -120,9 +120,9 @@ typedef struct stkr_recover_stats {
    * "Payloads") whose bytes were only in a segment that is gone. */
   uint64_t unresolved_payloads;
   /* Events the dead writers dropped after their last batch (ring full, a
-   * signal handler's, no ring or site, batches that failed to write: the
-   * ring and session files' drops beyond what a written batch counts),
-   * added to their drops. */
+   * signal handler's, no ring or site, batches that failed to write, calls
+   * refused while an exit ended the session: the ring and session files'
+   * drops beyond what a written batch counts), added to their drops. */
   uint64_t drops_found;
 } stkr_recover_stats;
 

@@ -337,11 +337,10 @@ void stkr__session_add_u64(size_t off, uint64_t n) {
   atomic_fetch_sub_explicit(&g_map_users, 1, memory_order_release);
 }
 
-/* Unmap the session header once no site registration (nor a count, nor a
- * ring maker's note) is using it; a
- * registration stuck for a second (a thread stopped in a debugger) keeps
- * the mapping alive forever rather than fault. Control thread.
- * @return whether it was unmapped. */
+/* Wait until no site registration (nor a count, nor a ring maker's note)
+ * is using the session header; a registration stuck for a second (a
+ * thread stopped in a debugger) keeps the mapping alive forever rather
+ * than fault. Control thread. @return whether none is. */
 static bool map_users_gone(void) {
   for (int i = 0; i < 1000; i++) {
     /* Acquire: pairs with the release decrement above. */
@@ -353,6 +352,8 @@ static bool map_users_gone(void) {
   return false;
 }
 
+/* Unmap the session header once nothing uses it. @return whether it was
+ * unmapped. */
 static bool unmap_header(stkr_sessfile_hdr *h) {
   if (!map_users_gone())
     return false;
@@ -394,7 +395,6 @@ static void store_site(stkr_sessfile_hdr *h, uint32_t id, const char *name) {
 stkr_sessfile_hdr *stkr__session_hdr(void) {
   return atomic_load_explicit(&g_map, memory_order_acquire);
 }
-
 
 void stkr__ringfile_enter(void) {
   atomic_fetch_add_explicit(&g_ring_makers, 1, memory_order_seq_cst);

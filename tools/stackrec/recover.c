@@ -207,10 +207,10 @@ void stkr_cli_recover_after_record(const char *dir, bool quiet) {
             "writing them\n", st.events, st.sessions_recovered,
             st.sessions_recovered == 1 ? "" : "s");
   if (st.drops_found > 0)
-    fprintf(stderr, "stackrec record: %" PRIu64 " event%s dropped by "
-            "processes that ended without writing their counters, now "
-            "counted (see 'stackrec verify')\n", st.drops_found,
-            st.drops_found == 1 ? "" : "s");
+    fprintf(stderr, "stackrec record: %" PRIu64 " event%s dropped after "
+            "their process's last batch (calls made while it ended, or "
+            "drops of one that died), now counted (see 'stackrec "
+            "verify')\n", st.drops_found, st.drops_found == 1 ? "" : "s");
 }
 
 uint64_t stkr_cli_rings_left(const char *path,
