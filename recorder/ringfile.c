@@ -352,24 +352,22 @@ static bool map_users_gone(void) {
   return false;
 }
 
-/* Unmap the session header once nothing uses it. @return whether it was
- * unmapped. */
-static bool unmap_header(stkr_sessfile_hdr *h) {
-  if (!map_users_gone())
-    return false;
-  munmap(h, g_sess.map_bytes);
-  return true;
+/* Unmap the session header, if `unused` (map_users_gone, asked once
+ * g_map is NULL: no later user can load the mapping). @return unused. */
+static bool unmap_header(stkr_sessfile_hdr *h, bool unused) {
+  if (unused)
+    munmap(h, g_sess.map_bytes);
+  return unused;
 }
 
 /* Drops that no written batch counts: calls that an exit's end counted
  * after its last batch's counters (thread.c, stkr__late_call), made by
- * the threads that run on until the process is gone. After g_map went
+ * the threads that run on until the process is gone. Asked when g_map is
  * NULL (no add starts) and the adds under way ended. Recovery writes them
  * (Counters.dropped_exit from drops_late) once the files stay for it. */
-static bool drops_uncounted(stkr_sessfile_hdr *h) {
-  return map_users_gone() &&
-         __atomic_load_n(&h->drops_late, __ATOMIC_RELAXED) !=
-             __atomic_load_n(&h->counted_late, __ATOMIC_RELAXED);
+static bool drops_uncounted(const stkr_sessfile_hdr *h) {
+  return __atomic_load_n(&h->drops_late, __ATOMIC_RELAXED) !=
+         __atomic_load_n(&h->counted_late, __ATOMIC_RELAXED);
 }
 
 static void store_site(stkr_sessfile_hdr *h, uint32_t id, const char *name) {
@@ -472,7 +470,11 @@ static void close_files(bool leftovers, uint64_t until_ns) {
    * ringfile_map. */
   atomic_store_explicit(&g_map, NULL, memory_order_seq_cst);
   wait_ring_makers(until_ns);
-  if (!leftovers && drops_uncounted(h))
+  /* Once: a user stuck for good (a siglongjmp out of an event inside a
+   * count) costs the close 1 s, not one for each question (test-longjmp:
+   * 2 s). */
+  const bool unused = map_users_gone();
+  if (!leftovers && unused && drops_uncounted(h))
     leftovers = true; /* its rings are empty: recovery only ends them */
   /* Before the loop below, which hands the file rings on. */
   const bool memory_left = leftovers && memory_rings_hold_records();
@@ -533,16 +535,16 @@ static void close_files(bool leftovers, uint64_t until_ns) {
       h->memory_rings = 0;
     /* Recovery takes it from here once our lock is gone. */
     h->state = STKR_SESS_ENDED_LEFTOVERS;
-    unmap_header(h);
+    unmap_header(h, unused);
   } else if (g_sess.lock_by_map) {
     /* The unmap releases the lock: the name goes first, so no recoverer
      * can find the file unlocked (its rings are gone already). */
     file_path(path, g_sess.session_id, 0);
     unlink(path);
-    unmap_header(h);
+    unmap_header(h, unused);
   } else {
     /* Unmapped before it is pooled; still locked and named until then. */
-    bool unmapped = unmap_header(h);
+    bool unmapped = unmap_header(h, unused);
     file_path(path, g_sess.session_id, 0);
     if (!unmapped || !stkr__pool_put(g_sess.dir, "session", path,
                                      pool_slots(sess_file_bytes())))
