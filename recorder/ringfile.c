@@ -342,14 +342,17 @@ void stkr__session_add_u64(size_t off, uint64_t n) {
  * thread stopped in a debugger) keeps the mapping alive forever rather
  * than fault. Control thread. @return whether none is. */
 static bool map_users_gone(void) {
-  for (int i = 0; i < 1000; i++) {
+  /* By the clock: a loaded machine oversleeps each of 1000 sleeps. */
+  const uint64_t give_up = stkr__clock_mono_ns() + 1000000000u;
+  for (;;) {
     /* Acquire: pairs with the release decrement above. */
     if (atomic_load_explicit(&g_map_users, memory_order_acquire) == 0)
       return true;
+    if (stkr__clock_mono_ns() >= give_up)
+      return false;
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
   }
-  return false;
 }
 
 /* Unmap the session header, if `unused` (map_users_gone, asked once
@@ -470,9 +473,8 @@ static void close_files(bool leftovers, uint64_t until_ns) {
    * ringfile_map. */
   atomic_store_explicit(&g_map, NULL, memory_order_seq_cst);
   wait_ring_makers(until_ns);
-  /* Once: a user stuck for good (a siglongjmp out of an event inside a
-   * count) costs the close 1 s, not one for each question (test-longjmp:
-   * 2 s). */
+  /* Asked once: a user stuck for good (a siglongjmp out of a count) costs
+   * 1 s, not 1 s a question (test-longjmp). */
   const bool unused = map_users_gone();
   if (!leftovers && unused && drops_uncounted(h))
     leftovers = true; /* its rings are empty: recovery only ends them */
