@@ -404,10 +404,10 @@ static void stkr__apply_counters(stkr__stream *st, const Stackrec__Batch *b,
      * stretch over two frames; one damaged batch was also one missing). */
     uint64_t gap = b->seq - st->last_batch_seq - 1;
     uint64_t damaged = in->damaged_batches - st->damaged_at_batch;
-    if (damaged == 0)
-      in->missing_batches += gap;
-    else if (gap > damaged)
-      in->damaged_batches += gap - damaged;
+    /* Saturating: Batch.seq is the file's word (a hostile 2^63). */
+    uint64_t *n = damaged == 0 ? &in->missing_batches : &in->damaged_batches;
+    uint64_t add = damaged == 0 ? gap : gap > damaged ? gap - damaged : 0;
+    *n = add > UINT64_MAX - *n ? UINT64_MAX : *n + add;
   }
   /* Batches are numbered from 1 in each session: a session whose first
    * batch read is numbered 4 lost its first three (a deleted or emptied
