@@ -47,7 +47,9 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -284,6 +286,34 @@ static _Atomic int g_end_state;
  * that may come at any time (hooks_signal.c), and at its first fork (fork
  * below), so that its children follow it. */
 
+/* Sleep while the start word is BUSY (a start under way on another
+ * thread), at most max_ms: on the word itself (a futex), woken by the
+ * start's end (start_wake), not polling. Each waiter woke every 1 ms
+ * before: a program that kept starting threads that made watched calls
+ * (QA, session 46: ~1000 of them waiting) took the CPU from the start,
+ * which then did not finish in 2 s, and every waiter's call went
+ * unrecorded and uncounted. Slices of 10 ms, counted, not timed: no
+ * clock is read (a program that forbade itself the TSC, whose vDSO
+ * clock_gettime reads it, gets SIGSEGV for one: test-preload's notsc). A
+ * wake is never missed (FUTEX_WAIT compares the word first); a signal
+ * ends a slice early, shortening the wait. */
+static void start_wait_busy(unsigned max_ms) {
+  for (unsigned i = 0;
+       i < max_ms / 10 && atomic_load_explicit(&stkr__pl.start,
+                                               memory_order_acquire) ==
+                              STKR__PL_START_BUSY;
+       i++) {
+    struct timespec slice = {0, 10000000};
+    (void)syscall(SYS_futex, (int *)&stkr__pl.start, FUTEX_WAIT_PRIVATE,
+                  STKR__PL_START_BUSY, &slice, NULL, 0);
+  }
+}
+
+static void start_wake(void) {
+  (void)syscall(SYS_futex, (int *)&stkr__pl.start, FUTEX_WAKE_PRIVATE,
+                INT_MAX, NULL, NULL, 0);
+}
+
 /* The start itself, once per process image (one CAS wins); the others wait
  * for it, bounded: stkr_init takes a few ms (6-15 ms of wall time measured),
  * and a thread that kept them waiting longer (descheduled) costs their
@@ -303,13 +333,7 @@ bool stkr__pl_start_now(void) {
           &stkr__pl.start, &expected, STKR__PL_START_BUSY,
           memory_order_acq_rel, memory_order_acquire)) {
     pthread_setcancelstate(cancel_state, NULL);
-    for (int i = 0; i < 2000 && atomic_load_explicit(
-                                    &stkr__pl.start, memory_order_acquire) ==
-                                    STKR__PL_START_BUSY;
-         i++) {
-      struct timespec ts = {0, 1000000};
-      nanosleep(&ts, NULL);
-    }
+    start_wait_busy(2000);
     return true; /* its event tries again: recorded if the start worked */
   }
   /* Signals wait until the start is done: a handler's hooked call on this
@@ -330,6 +354,7 @@ bool stkr__pl_start_now(void) {
    * cancel state comes back: an asynchronous cancel acts right then. */
   atomic_store_explicit(&stkr__pl.start, STKR__PL_START_NONE,
                         memory_order_release);
+  start_wake();
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_setcancelstate(cancel_state, NULL);
   return err == 0;
@@ -338,14 +363,7 @@ bool stkr__pl_start_now(void) {
 /* Wait (bounded) for a start under way on another thread; @return the
  * start state after. */
 static int start_settled(void) {
-  int st;
-  for (int i = 0; i < 2000 && (st = atomic_load_explicit(
-                                   &stkr__pl.start, memory_order_acquire)) ==
-                                  STKR__PL_START_BUSY;
-       i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
+  start_wait_busy(2000);
   return atomic_load_explicit(&stkr__pl.start, memory_order_acquire);
 }
 
