@@ -419,13 +419,11 @@ typedef struct stkr_sessfile_hdr {
   uint32_t os_parent_pid;
   /* Since session 46 (zero in older files): calls refused while an exit,
    * _exit or exec ended the session (the threads that run on until the
-   * process is gone), added (atomic) by the calling thread, and how many
-   * of them the Counters.dropped_exit of the latest written batch count
-   * (the flush worker, after that batch's write). Both cumulative since
-   * the session's start: recovery writes Counters.dropped_exit as the
-   * larger of drops_late and what the segments' Counters say. */
+   * process is gone), added (atomic) by the calling thread, cumulative
+   * since the session's start. For a writer that dies during its end
+   * (killed, or out of time): recovery writes Counters.dropped_exit as the
+   * larger of this and what the segments' Counters say. */
   uint64_t drops_late;
-  uint64_t counted_late;
 } stkr_sessfile_hdr;
 
 _Static_assert(sizeof(stkr_sessfile_hdr) <= STKR_SESSFILE_HDR_BYTES,

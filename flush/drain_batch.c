@@ -45,6 +45,7 @@ void stkr__drain_fill_counters(stkr__worker *w, Stackrec__Counters *c) {
   c->dropped_reentrant = st.dropped_reentrant;
   c->dropped_other = st.dropped_other;
   c->dropped_exit = st.dropped_exit;
+  w->exit_counted = st.dropped_exit;
   c->marks_dropped = stkr__marks_dropped() - w->marks_dropped_base;
 }
 

@@ -774,6 +774,8 @@ int stkr__life_shutdown_for_exit(void) {
    * stay for recovery as they are. */
   if (ended && g_frozen.pending_recovery == 0 && stkr__drain_rings_settled())
     stkr__session_close(w->keep_for_recovery, until);
+  /* Ours alone now (ended: the worker's last touch; or taken over). */
+  if (ended) stkr__drain_end_late(w, until);
   /* Not freed: the process is ending (free could wait on a malloc lock held
    * by the thread this call interrupted). stkr_init frees it if the process
    * goes on after all. */

@@ -160,6 +160,10 @@ typedef struct stkr__worker {
    * deadline (set once, by the final drain): in anonymous rings (lost),
    * and in ring files (kept for recovery). */
   uint64_t dropped_exit, pending_recovery;
+  /* stkr_stats.dropped_exit as the last batch's Counters say it (the
+   * pass's owner, stkr__drain_fill_counters): what calls refused while an
+   * exit ends the session came after it (drain.c, write_late_batches). */
+  uint64_t exit_counted;
   /* Records consumed from the rings (worker thread only; not under
    * stats_mu): every one is in written, dropped_write_error, dropped_worker
    * or the batch being built. */
@@ -200,6 +204,12 @@ void stkr__drain_all(stkr__worker *w, bool last);
  * its ring files can be symbolized. A failure is counted and logged like
  * any batch's. */
 void stkr__drain_first_batch(stkr__worker *w);
+/* An exit's end, after its last pass and the session's close, by the
+ * caller that owns w then (the worker has ended, or the caller took the
+ * last pass over): batches of counters for the calls refused since the
+ * last batch, then the final segment closed (the last pass leaves it
+ * open when stop_by_ns is set). Not past until_ns (CLOCK_MONOTONIC). */
+void stkr__drain_end_late(stkr__worker *w, uint64_t until_ns);
 
 /* drain_batch.c: the batch under way (worker thread only). */
 /* A new batch in w->bb (the segment's next epoch of definitions kept). */

@@ -363,16 +363,6 @@ static bool unmap_header(stkr_sessfile_hdr *h, bool unused) {
   return unused;
 }
 
-/* Drops that no written batch counts: calls that an exit's end counted
- * after its last batch's counters (thread.c, stkr__late_call), made by
- * the threads that run on until the process is gone. Asked when g_map is
- * NULL (no add starts) and the adds under way ended. Recovery writes them
- * (Counters.dropped_exit from drops_late) once the files stay for it. */
-static bool drops_uncounted(const stkr_sessfile_hdr *h) {
-  return __atomic_load_n(&h->drops_late, __ATOMIC_RELAXED) !=
-         __atomic_load_n(&h->counted_late, __ATOMIC_RELAXED);
-}
-
 static void store_site(stkr_sessfile_hdr *h, uint32_t id, const char *name) {
   size_t len;
   uint32_t off;
@@ -473,11 +463,9 @@ static void close_files(bool leftovers, uint64_t until_ns) {
    * ringfile_map. */
   atomic_store_explicit(&g_map, NULL, memory_order_seq_cst);
   wait_ring_makers(until_ns);
-  /* Asked once: a user stuck for good (a siglongjmp out of a count) costs
-   * 1 s, not 1 s a question (test-longjmp). */
+  /* Asked once, now that no user can load the mapping: a user stuck for
+   * good (a siglongjmp out of a count) costs 1 s (test-longjmp). */
   const bool unused = map_users_gone();
-  if (!leftovers && unused && drops_uncounted(h))
-    leftovers = true; /* its rings are empty: recovery only ends them */
   /* Before the loop below, which hands the file rings on. */
   const bool memory_left = leftovers && memory_rings_hold_records();
   /* Everything is written: said before any file goes, so that files this

@@ -59,7 +59,6 @@ void stkr__session_drops_commit(const stkr__sess_drops *noted) {
   if (h == NULL)
     return;
   __atomic_store_n(&h->counted_other, noted->other, __ATOMIC_RELAXED);
-  __atomic_store_n(&h->counted_late, noted->late, __ATOMIC_RELAXED);
   __atomic_store_n(&h->counted_retired_full, noted->retired_full,
                    __ATOMIC_RELAXED);
   __atomic_store_n(&h->counted_retired_reentrant, noted->retired_reentrant,
@@ -105,7 +104,6 @@ void stkr__session_drops_reset(void) {
        off < offsetof(stkr_sessfile_hdr, dropped_write_error) + 8; off += 8)
     __atomic_store_n((uint64_t *)((char *)h + off), 0, __ATOMIC_RELAXED);
   __atomic_store_n(&h->drops_late, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&h->counted_late, 0, __ATOMIC_RELAXED);
 }
 
 void stkr__session_note(uint32_t max_stack_id, uint64_t batch_seq) {

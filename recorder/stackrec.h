@@ -325,9 +325,9 @@ STKR_API int stkr_shutdown(void);
  * from main, _exit, exec, a fatal-signal handler), bounded by exit_ms:
  * recording stops (later events return -ENOTCONN at once on the threads
  * that keep running until the process is gone, counted as dropped_exit:
- * the last batch's counters have those made before them, recovery writes
- * the rest from the session file, which then stays; calls made after this
- * returns are not counted); the rings are
+ * the last batch's counters have those made before them, up to three more
+ * batches of counters the later ones; those after the last, and after
+ * this returns, are not counted); the rings are
  * drained until half the budget; stacks first seen now are written
  * unsymbolized (one resolution can cost the whole budget; PCs and the image
  * list stay, `stackrec symbolize` resolves them later; a stkr_flush() before

@@ -51,7 +51,6 @@ void stkr__session_note(uint32_t max_stack_id, uint64_t batch_seq);
  * as a batch's counters read them (stkr__threads_counts_mark). */
 typedef struct stkr__sess_drops {
   uint64_t other, retired_full, retired_reentrant;
-  uint64_t late; /* drops_late: counted_late at the commit */
 } stkr__sess_drops;
 /* In session_drops.c. drops_other: add one (any thread, with
  * stkr__count_dropped_other). _retire: add a reaped thread's drops that

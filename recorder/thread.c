@@ -366,9 +366,9 @@ void stkr__count_late_calls(bool on) {
 }
 
 void stkr__late_call(const stkr_site *site) {
-  /* Into the session file too while it is mapped: the last batch's
-   * counters have the calls before them; those after stay there for
-   * recovery (ringfile.c's close keeps the files then). */
+  /* Into the session file too while it is mapped, for recovery if the
+   * process dies before its last batch (flush/drain.c write_late_batches
+   * counts those after that batch's counters). */
   if (!atomic_load_explicit(&g_count_late, memory_order_relaxed))
     return;
   atomic_fetch_add_explicit(&g_dropped_late, 1, memory_order_relaxed);
@@ -413,7 +413,6 @@ void stkr__threads_counts_mark(stkr__counts *out, uint64_t worker_drops) {
   g_sess_noted.other = out->dropped_other + worker_drops;
   out->dropped_late =
       atomic_load_explicit(&g_dropped_late, memory_order_relaxed);
-  g_sess_noted.late = out->dropped_late;
   out->threads = atomic_load_explicit(&g_attached, memory_order_relaxed);
 }
 

@@ -7,12 +7,12 @@
  * A child starts recording, lets three threads loop on stkr_event, and
  * ends as the preload library does at _exit: stkr_shutdown_for_exit(),
  * then _exit(0), the threads still calling. Each thread counts its own
- * calls by result in shared memory. After recovery (record's end, or the
- * next start: the close keeps the files when calls came after the last
- * batch's counters), the recording must say that calls were dropped
- * ("exit"), never more than the threads saw refused, and its accounting
- * must add up. Calls after stkr_shutdown_for_exit returned are not
- * counted (stackrec.h): the test never asks for all of them.
+ * calls by result in shared memory. After recovery (as record's end runs
+ * it: nothing to do unless the end ran out of time), the recording must
+ * say that calls were dropped ("exit"), never more than the threads saw
+ * refused, and its accounting must add up. Calls after the end's last
+ * batch of counters are not counted (stackrec.h): the test asks for all
+ * but one a thread in some child only.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -104,7 +104,7 @@ static void run_child(const char *dir, seen *sum) {
 }
 
 static void test_late_calls_counted(void **state) {
-  int counted = 0, kept = 0;
+  int counted = 0, nearly_all = 0;
   (void)state;
 
   g_seen = mmap(NULL, THREADS * sizeof *g_seen, PROT_READ | PROT_WRITE,
@@ -156,18 +156,21 @@ static void test_late_calls_counted(void **state) {
     assert_int_equal(p->drops_other, 0);
     assert_true(p->drops_ring_full + p->drops_reentrant <= sum.other);
     counted += p->drops_exit > 0;
-    /* Calls after the last batch's counters, before the close: the close
-     * kept the files and recovery wrote them (0 events, a batch). */
-    kept += p->recovered_batches > 0;
+    /* Calls made while the last batch was written and the files closed:
+     * the batches of counters after it (flush/drain.c,
+     * stkr__drain_end_late). */
+    nearly_all +=
+        sum.refused > THREADS && p->drops_exit + THREADS >= sum.refused;
     stkr_reader_free(r);
     assert_int_equal(tl_rm_rf(dir), 0);
   }
   /* Three threads loop through the whole end (stop, final drain, write,
-   * close): some of their calls come before its close in practice; all
-   * of ROUNDS children missing every one would take each child's threads
-   * off both cores for the whole of its end. Before the fix: 0 always. */
+   * close): some of their calls come during it in practice; all of ROUNDS
+   * children missing every one would take each child's threads off both
+   * cores for the whole of its end. Before the fix: 0 counted always;
+   * without the later batches of counters, 6 of 24 (nearly_all fails). */
   assert_true(counted > 0);
-  assert_true(kept > 0);
+  assert_true(nearly_all > 0);
   munmap(g_seen, THREADS * sizeof *g_seen);
 }
 
