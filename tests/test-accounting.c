@@ -349,7 +349,8 @@ static const acct_case g_cases[] = {
       "  accounting: attempted 6, written 4, dropped 0 (ring full 0, "
       "reentrant 0, other 0, write error 0, exit 0), recovered 2: adds up\n",
       "note: process 4301: 2 events in 1 batch recovered from the ring "
-      "files of a writer that died (complete thanks to recovery)\n"}},
+      "files of a writer that died or ran out of time at its exit "
+      "(complete thanks to recovery)\n"}},
 };
 
 /* After the session cases: a drop counter near 2^64 (the sum would wrap

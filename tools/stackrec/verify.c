@@ -244,7 +244,8 @@ static void print_accounting(verify_run *v, const stkr_process_info *p) {
   } else if (p->recovered_batches) {
     v->notes++;
     printf("note: process %u: %llu event%s in %llu batch%s recovered from "
-           "the ring files of a writer that died%s\n",
+           "the ring files of a writer that died or ran out of time at its "
+           "exit%s\n",
            (unsigned)p->pid, (unsigned long long)p->recovered,
            plural(p->recovered, "", "s"),
            (unsigned long long)p->recovered_batches,
