@@ -163,7 +163,8 @@ typedef struct stkr__stream {
   bool have_batch_seq;
   uint64_t last_batch_seq;
   uint64_t damaged_at_batch; /* info.damaged_batches after the last
-                                intact batch (stkr__apply_counters) */
+                                intact batch (stkr__acct_counters) */
+  uint64_t damaged_at_file;  /* ... when the current file was opened */
 
   /* The current recording session (see stkr_reader.h). */
   bool have_session;         /* a Header of this session was read */
@@ -420,6 +421,11 @@ void stkr__acct_batch(stkr__stream *st, const Stackrec__Batch *b,
 void stkr__acct_end(stkr_reader *r, stkr__stream *st);
 /* Refresh st->info's counters (banked sessions + the current one). */
 void stkr__acct_publish(stkr__stream *st);
+/* A batch read intact (stkr_batch.c, before its events): its clock pair,
+ * its counters (stkr__acct_batch), the gaps in batch numbers it shows
+ * (missing, or a damaged stretch's), its end mark. */
+void stkr__acct_counters(stkr__stream *st, const Stackrec__Batch *b,
+                         size_t file_index);
 /* The stream has been read: end its session, count the segment files that
  * held no intact batch, set info.incomplete. */
 void stkr__acct_stream_done(stkr_reader *r, stkr__stream *st);

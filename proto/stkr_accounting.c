@@ -53,17 +53,19 @@ void stkr__acct_begin(stkr__stream *st) {
   st->acct.missing_before = st->info.missing_batches;
 }
 
-/* Segment files of st with a seq in (lo, hi) that held no intact batch:
- * reported as empty segments, so not counted again as missing. */
-static uint32_t stkr__empty_between(const stkr__stream *st, uint32_t lo,
-                                    uint32_t hi) {
+/* Segment files of st with a seq in (lo, hi), there: not missing. Those
+ * that held no intact batch are reported as empty segments; those whose
+ * batches were read without a Header of the session (their first batch,
+ * which carries it, damaged) as damage (QA, session 46: "first segment 1
+ * missing" of a segment read but for its first two batches). */
+static uint32_t stkr__present_between(const stkr__stream *st, uint32_t lo,
+                                      uint32_t hi) {
   uint32_t n = 0;
   size_t i;
 
   for (i = 0; i < st->n_files; i++)
     if (st->files[i].seq > lo && st->files[i].seq < hi &&
-        !st->files[i].had_batch && !st->files[i].tombstone &&
-        !st->files[i].damaged_whole)
+        !st->files[i].tombstone && !st->files[i].damaged_whole)
       n++;
   return n;
 }
@@ -161,7 +163,8 @@ void stkr__acct_header(stkr_reader *r, stkr__stream *st,
   if (h->segment_seq > a->last_seg + 1) {
     uint32_t gap = h->segment_seq - a->last_seg - 1;
 
-    gap -= stkr__empty_between(st, a->last_seg, h->segment_seq);
+    uint32_t present = stkr__present_between(st, a->last_seg, h->segment_seq);
+    gap = gap > present ? gap - present : 0; /* a seq listed twice */
     if (gap > 0) {
       char sid[48];
 
@@ -329,7 +332,7 @@ static void stkr__first_gap(stkr__stream *st, uint32_t *deleted,
 
   *deleted = *missing = 0;
   if (a->first_seq != 0 && a->min_seg > a->first_seq) {
-    uint32_t empty = stkr__empty_between(st, a->first_seq - 1, a->min_seg);
+    uint32_t empty = stkr__present_between(st, a->first_seq - 1, a->min_seg);
     absent = a->min_seg - a->first_seq;
     tombs = stkr__tombs_between(st, a->first_seq - 1, a->min_seg, &own,
                                 by_others);
@@ -708,4 +711,75 @@ void stkr__acct_stream_done(stkr_reader *r, stkr__stream *st) {
                    in->unreadable_segments || in->misnamed_segments ||
                    in->missing_batches || in->unaccounted ||
                    in->memory_rings_lost || in->stacks_lost;
+}
+
+/* A gap of `gap` batches in a session's numbering, with `damaged` damaged
+ * frames read across it: the gap's batches are the damage's (as damaged,
+ * at least the frames counted), or missing when there was none.
+ * Saturating: Batch.seq is the file's word (a hostile 2^63). */
+static void stkr__count_gap(stkr_process_info *in, uint64_t gap,
+                            uint64_t damaged) {
+  uint64_t *n = damaged == 0 ? &in->missing_batches : &in->damaged_batches;
+  uint64_t add = damaged == 0 ? gap : gap > damaged ? gap - damaged : 0;
+  *n = add > UINT64_MAX - *n ? UINT64_MAX : *n + add;
+}
+
+void stkr__acct_counters(stkr__stream *st, const Stackrec__Batch *b,
+                         size_t file_index) {
+  stkr_process_info *in = &st->info;
+
+  if (b->clock != NULL && b->clock->wall_ns != 0) {
+    st->have_sync = true;
+    st->sync_mono = b->clock->mono_ns;
+    st->sync_wall = b->clock->wall_ns;
+  }
+  stkr__acct_batch(st, b, file_index);
+  stkr__acct_publish(st);
+  if (st->have_batch_seq && b->seq > st->last_batch_seq + 1) {
+    /* The batches between this one and the session's last intact one.
+     * Damage read since: they are its stretch's, which can span several
+     * of them (QA, session 44: "1 batch lost" and "2 missing" for one
+     * stretch over two frames; one damaged batch was also one missing). */
+    stkr__count_gap(in, b->seq - st->last_batch_seq - 1,
+                    in->damaged_batches - st->damaged_at_batch);
+  } else if (!st->have_batch_seq && b->seq > 1 &&
+             in->damaged_batches > st->damaged_at_file &&
+             st->damaged_at_file >= st->damaged_at_batch) {
+    /* The session's first batch read, after damage earlier in this very
+     * file (a segment holds one session's batches): its first batches
+     * are that damage's, as above (QA, session 46: the first two frames
+     * of a segment read as 1 damaged and 2 missing). */
+    stkr__count_gap(in, b->seq - 1, in->damaged_batches - st->damaged_at_file);
+    if (in->batches == 0)
+      in->head_lost = true;
+  } else if (!st->have_batch_seq && b->seq > 1) {
+    /* Batches are numbered from 1 in each session: a session whose first
+     * batch read is numbered 4 lost its first three (a deleted or emptied
+     * first segment, or the disk cap). */
+    in->missing_batches += b->seq - 1;
+    st->acct.lead_missing = b->seq - 1;
+    /* The process's first batches, read before any other: its Header
+     * (whether it was forked, and from whom) and any mark in them are
+     * gone, as with a first segment gone (a damaged first frame, a failed
+     * first write; review, session 33: a forked child's events counted
+     * "before consent"). Before this batch's events are delivered. */
+    if (in->batches == 0)
+      in->head_lost = true;
+  }
+  if (b->seq != 0 && (!st->have_batch_seq || b->seq > st->last_batch_seq)) {
+    st->have_batch_seq = true;
+    st->last_batch_seq = b->seq;
+  }
+  st->damaged_at_batch = in->damaged_batches;
+  if (b->last) {
+    st->sess_clean = true;
+    in->end_ts_ns = 0;
+    if (b->clock != NULL && b->clock->mono_ns != 0)
+      in->end_ts_ns = in->instance_shift_ns == 0
+                          ? b->clock->mono_ns
+                          : stkr_clock_add(b->clock->mono_ns,
+                                           in->instance_shift_ns);
+  }
+  in->clean_end = st->sess_clean && !st->unclean_before;
+  in->batches++;
 }

@@ -386,61 +386,6 @@ static int stkr__apply_defs(stkr_reader *r, stkr__stream *st,
   return 0;
 }
 
-static void stkr__apply_counters(stkr__stream *st, const Stackrec__Batch *b,
-                                 size_t file_index) {
-  stkr_process_info *in = &st->info;
-
-  if (b->clock != NULL && b->clock->wall_ns != 0) {
-    st->have_sync = true;
-    st->sync_mono = b->clock->mono_ns;
-    st->sync_wall = b->clock->wall_ns;
-  }
-  stkr__acct_batch(st, b, file_index);
-  stkr__acct_publish(st);
-  if (st->have_batch_seq && b->seq > st->last_batch_seq + 1) {
-    /* The batches between this one and the session's last intact one.
-     * Damage read since: they are its stretch's, which can span several
-     * of them (QA, session 44: "1 batch lost" and "2 missing" for one
-     * stretch over two frames; one damaged batch was also one missing). */
-    uint64_t gap = b->seq - st->last_batch_seq - 1;
-    uint64_t damaged = in->damaged_batches - st->damaged_at_batch;
-    /* Saturating: Batch.seq is the file's word (a hostile 2^63). */
-    uint64_t *n = damaged == 0 ? &in->missing_batches : &in->damaged_batches;
-    uint64_t add = damaged == 0 ? gap : gap > damaged ? gap - damaged : 0;
-    *n = add > UINT64_MAX - *n ? UINT64_MAX : *n + add;
-  }
-  /* Batches are numbered from 1 in each session: a session whose first
-   * batch read is numbered 4 lost its first three (a deleted or emptied
-   * first segment, or the disk cap). */
-  if (!st->have_batch_seq && b->seq > 1) {
-    in->missing_batches += b->seq - 1;
-    st->acct.lead_missing = b->seq - 1;
-    /* The process's first batches, read before any other: its Header
-     * (whether it was forked, and from whom) and any mark in them are
-     * gone, as with a first segment gone (a damaged first frame, a failed
-     * first write; review, session 33: a forked child's events counted
-     * "before consent"). Before this batch's events are delivered. */
-    if (in->batches == 0)
-      in->head_lost = true;
-  }
-  if (b->seq != 0 && (!st->have_batch_seq || b->seq > st->last_batch_seq)) {
-    st->have_batch_seq = true;
-    st->last_batch_seq = b->seq;
-  }
-  st->damaged_at_batch = in->damaged_batches;
-  if (b->last) {
-    st->sess_clean = true;
-    in->end_ts_ns = 0;
-    if (b->clock != NULL && b->clock->mono_ns != 0)
-      in->end_ts_ns = in->instance_shift_ns == 0
-                          ? b->clock->mono_ns
-                          : stkr_clock_add(b->clock->mono_ns,
-                                           in->instance_shift_ns);
-  }
-  in->clean_end = st->sess_clean && !st->unclean_before;
-  in->batches++;
-}
-
 /* Forget the ids of the session that ended; bank its counters. */
 static void stkr__session_reset(stkr__stream *st) {
   size_t i;
@@ -581,7 +526,7 @@ int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
     stackrec__batch__free_unpacked(b, &r->pballoc.pb);
     return -ENOMEM;
   }
-  stkr__apply_counters(st, b, r->cur_file);
+  stkr__acct_counters(st, b, r->cur_file);
 
   e = b->events;
   n = e ? e->n_ts_delta_ns : 0;

@@ -665,6 +665,7 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
         continue;
       }
       stkr__tomb_clip(st, f);
+      st->damaged_at_file = st->info.damaged_batches;
       if (f->size == 0) {
         /* A segment just created by a live recorder, or a placeholder:
          * nothing recorded is lost, but say why it contributes nothing. */

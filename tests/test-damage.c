@@ -297,6 +297,78 @@ static void test_damage_over_two_frames(void **state) {
   stkr_fmt_buf_free(&buf);
 }
 
+/* Segments 1 (frames 0-2) and 2 (frames 3-4) of the standard recording
+ * into a directory, frames a..b overwritten but for their first and last
+ * 10 bytes; read into *rd. */
+static void damaged_pair(const char *tag, int a, int b, ru_reading *rd) {
+  stkr_fmt_buf buf = {0};
+  const char *d = fx_tmpdir(tag);
+  size_t end[5], cut, from, to;
+
+  for (int i = 0; i < 5; i++) {
+    assert_int_equal(fx_std_encode(i, i + 1, FX_PID, &buf), 0);
+    end[i] = buf.len;
+  }
+  from = (a == 0 ? 0 : end[a - 1]) + 10;
+  to = end[b] - 10;
+  memset(buf.data + from, 0xa5, to - from);
+  cut = end[2];
+  assert_int_equal(fx_write_segment_bytes(d, FX_PID, 1, buf.data, cut), 0);
+  assert_int_equal(
+      fx_write_segment_bytes(d, FX_PID, 2, buf.data + cut, buf.len - cut), 0);
+  stkr_fmt_buf_free(&buf);
+  ru_read_path(rd, d);
+}
+
+/* Damage over a segment's first frames, which carry its Header: told as
+ * damaged batches, and the segment, read but for them, is not "missing"
+ * (QA, session 46: "first segment 1 missing" beside 1 damaged and 2
+ * missing batches; "1 segment (2..2) missing" for a damaged Header of
+ * segment 2). */
+static void test_damage_at_a_segments_head(void **state) {
+  ru_reading rd;
+  const stkr_process_info *p;
+  (void)state;
+
+  /* Segment 1's first two frames. */
+  damaged_pair("head1", 0, 1, &rd);
+  p = stkr_reader_process(rd.r, 0);
+  assert_int_equal(p->batches, 3);
+  assert_int_equal(p->damaged_batches, 2);
+  assert_int_equal(p->missing_batches, 0);
+  assert_int_equal(p->segments_missing, 0);
+  stkr_reader_free(rd.r);
+  /* A session of three segments (Headers naming session 77 from segment
+   * 1), segment 2's first frame, its Header, damaged, its second read:
+   * when segment 3's Header comes, segment 2 is there (read, damaged),
+   * not missing. */
+  const char *d = fx_tmpdir("head2");
+  for (uint32_t seg = 1; seg <= 3; seg++) {
+    stkr_fmt_buf buf = {0};
+    size_t first_end = 0;
+    for (int i = seg == 1 ? 0 : 3; i < (seg == 1 ? 3 : 5); i++) {
+      fx_batch b = fx_std[i];
+      b.session_id = 77;
+      b.session_first_seq = 1;
+      b.last = seg == 3 && i == 4;
+      b.seq += seg == 3 ? 2 : 0;
+      b.segment_seq = b.header ? seg : 0;
+      assert_int_equal(fx_encode(&b, &buf), 0);
+      if (first_end == 0) first_end = buf.len;
+    }
+    if (seg == 2) memset(buf.data + 10, 0xa5, first_end - 20);
+    assert_int_equal(fx_write_segment(d, FX_PID, seg, &buf), 0);
+    stkr_fmt_buf_free(&buf);
+  }
+  ru_read_path(&rd, d);
+  p = stkr_reader_process(rd.r, 0);
+  assert_int_equal(p->batches, 6);
+  assert_int_equal(p->damaged_batches, 1);
+  assert_int_equal(p->missing_batches, 0);
+  assert_int_equal(p->segments_missing, 0);
+  stkr_reader_free(rd.r);
+}
+
 static void test_empty_and_garbage_files(void **state) {
   const char *d = fx_tmpdir("garbage");
   uint8_t junk[3000];
@@ -519,7 +591,7 @@ int main(void) {
   return TL_RUN_GROUP(
       "damage", NULL, NULL, TL_TABLE(NULL, NULL, test_truncate, g_cuts),
       TL_CASES(NULL, NULL, test_truncated_after_clean_end_is_damage,
-               test_damage_over_two_frames,
+               test_damage_over_two_frames, test_damage_at_a_segments_head,
                test_bit_flips, test_flip_middle_exact,
                test_empty_and_garbage_files, test_hole_skipped,
                test_invalid_batches, test_frame_sizes));
