@@ -283,8 +283,8 @@ static void test_write_errors_survive_kill(void **state) {
   assert_int_equal(cr_setup(), 0);
   assert_int_equal(cr_run("verify '%s'", r.dir), 4);
   cr_assert_has(cr_out, "50 events that dead writers dropped (ring full, "
-                        "failed writes) are counted only in their ring "
-                        "files");
+                        "failed writes, calls refused while they ended) are "
+                        "counted only in their ring and session files");
   for (int round = 0; round < 2; round++) {
     if (round == 1)
       put_inputs_back(r.dir);

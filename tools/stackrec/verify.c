@@ -603,9 +603,9 @@ static void check_rings(verify_run *v, const char *path) {
    * 40). */
   if (drops > 0) {
     snprintf(line, sizeof line, "%s: %llu event%s that dead writers dropped "
-             "(ring full, failed writes) are counted only in their ring "
-             "files: the accounting above leaves them out until 'stackrec "
-             "recover %s'", path, (unsigned long long)drops,
+             "(ring full, failed writes, calls refused while they ended) are "
+             "counted only in their ring and session files: the accounting "
+             "above leaves them out until 'stackrec recover %s'", path, (unsigned long long)drops,
              plural(drops, "", "s"), path);
     stkr_cli_put_line(stdout, "incomplete: ", line, "");
   }
