@@ -320,6 +320,18 @@ static void damaged_pair(const char *tag, int a, int b, ru_reading *rd) {
   ru_read_path(rd, d);
 }
 
+/* rd's one process read `batches` batches and lost `damaged` to damage,
+ * none missing, no segment missing; rd freed. */
+static void assert_lost_to_damage(ru_reading *rd, uint64_t batches,
+                                  uint64_t damaged) {
+  const stkr_process_info *p = stkr_reader_process(rd->r, 0);
+  assert_int_equal(p->batches, batches);
+  assert_int_equal(p->damaged_batches, damaged);
+  assert_int_equal(p->missing_batches, 0);
+  assert_int_equal(p->segments_missing, 0);
+  stkr_reader_free(rd->r);
+}
+
 /* Damage over a segment's first frames, which carry its Header: told as
  * damaged batches, and the segment, read but for them, is not "missing"
  * (QA, session 46: "first segment 1 missing" beside 1 damaged and 2
@@ -327,17 +339,11 @@ static void damaged_pair(const char *tag, int a, int b, ru_reading *rd) {
  * segment 2). */
 static void test_damage_at_a_segments_head(void **state) {
   ru_reading rd;
-  const stkr_process_info *p;
   (void)state;
 
   /* Segment 1's first two frames. */
   damaged_pair("head1", 0, 1, &rd);
-  p = stkr_reader_process(rd.r, 0);
-  assert_int_equal(p->batches, 3);
-  assert_int_equal(p->damaged_batches, 2);
-  assert_int_equal(p->missing_batches, 0);
-  assert_int_equal(p->segments_missing, 0);
-  stkr_reader_free(rd.r);
+  assert_lost_to_damage(&rd, 3, 2);
   /* A session of three segments (Headers naming session 77 from segment
    * 1), segment 2's first frame, its Header, damaged, its second read:
    * when segment 3's Header comes, segment 2 is there (read, damaged),
@@ -361,12 +367,7 @@ static void test_damage_at_a_segments_head(void **state) {
     stkr_fmt_buf_free(&buf);
   }
   ru_read_path(&rd, d);
-  p = stkr_reader_process(rd.r, 0);
-  assert_int_equal(p->batches, 6);
-  assert_int_equal(p->damaged_batches, 1);
-  assert_int_equal(p->missing_batches, 0);
-  assert_int_equal(p->segments_missing, 0);
-  stkr_reader_free(rd.r);
+  assert_lost_to_damage(&rd, 6, 1);
 }
 
 static void test_empty_and_garbage_files(void **state) {

@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -129,18 +130,13 @@ static void test_late_calls_counted(void **state) {
     assert_int_equal(n, 0);
     assert_int_equal(stkr_reader_process_count(r), 1);
     const stkr_process_info *p = stkr_reader_process(r, 0);
-    print_message("round %d: calls ok %llu, refused %llu, other %llu; "
-                  "recorded: attempted %llu, written %llu, dropped %llu "
-                  "(exit %llu), recovered %llu in %llu batches\n",
-                  round, (unsigned long long)sum.ok,
-                  (unsigned long long)sum.refused,
-                  (unsigned long long)sum.other,
-                  (unsigned long long)p->attempted,
-                  (unsigned long long)p->written,
-                  (unsigned long long)p->drops,
-                  (unsigned long long)p->drops_exit,
-                  (unsigned long long)p->recovered,
-                  (unsigned long long)p->recovered_batches);
+    print_message("round %d: the threads' calls: %" PRIu64 " accepted, %"
+                  PRIu64 " refused, %" PRIu64 " dropped; the recording: %"
+                  PRIu64 " attempted, %" PRIu64 " written, %" PRIu64
+                  " dropped at exit, %" PRIu64 " recovered\n",
+                  round, (uint64_t)sum.ok, (uint64_t)sum.refused,
+                  (uint64_t)sum.other, p->attempted, p->written, p->drops_exit,
+                  p->recovered);
     /* The recording's own accounting adds up, with a clean end. */
     assert_int_equal(p->unaccounted, 0);
     assert_int_equal(p->damaged_batches, 0);
