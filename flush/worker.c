@@ -185,6 +185,9 @@ static void *worker_main(void *arg) {
        * is our last touch of w: once the ending caller (or a later
        * stkr_init) sees it, it may free w. */
       pthread_mutex_lock(&w->req_mu);
+      /* An exit that stopped waiting for us runs no stkr__drain_end_late:
+       * the final segment, left open by the last pass, is closed here. */
+      if (w->end_given_up) stkr__seg_close_final(&w->seg);
       stkr__req_answer(list, 0);
       w->ended = true;
       w->thread_done = true;
@@ -571,6 +574,9 @@ static bool end_session(stkr__worker *w, bool bounded) {
     req_wait_slice(w, now, give_up);
   }
   ended = w->ended;
+  /* Under req_mu with the worker's own test: either it ended and we close
+   * its final segment (stkr__drain_end_late), or it does (worker_main). */
+  if (!ended) w->end_given_up = true;
   pthread_mutex_unlock(&w->req_mu);
   /* With ring files the unwritten events are not lost: recovery writes
    * them (QA, session 21: the note said "lost" of 21 792 events that

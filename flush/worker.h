@@ -75,6 +75,9 @@ typedef struct stkr__worker {
                          detached); controlling thread only */
   bool thread_done;   /* worker -> reap_abandoned: the thread's last touch
                          of w (set with `ended`, or after a take-over) */
+  bool end_given_up;  /* caller -> worker: an exit stopped waiting for
+                         `ended`, so no stkr__drain_end_late will close
+                         the final segment: the worker closes it */
   /* Who may run a pass (STKR__PASS_*): the worker claims it around each of
    * its passes; an exiting caller takes it for good while the worker is
    * parked (stkr__drain_take_over) and ends the session itself, so an exit

@@ -367,8 +367,8 @@ void stkr__count_late_calls(bool on) {
 
 void stkr__late_call(const stkr_site *site) {
   /* Into the session file too while it is mapped, for recovery if the
-   * process dies before its last batch (flush/drain.c write_late_batches
-   * counts those after that batch's counters). */
+   * process dies before its last batch (flush/drain.c,
+   * stkr__drain_end_late, counts those after that batch's counters). */
   if (!atomic_load_explicit(&g_count_late, memory_order_relaxed))
     return;
   atomic_fetch_add_explicit(&g_dropped_late, 1, memory_order_relaxed);
