@@ -11,8 +11,8 @@
  * it: nothing to do unless the end ran out of time), the recording must
  * say that calls were dropped ("exit"), never more than the threads saw
  * refused, and its accounting must add up. Calls after the end's last
- * batch of counters are not counted (stackrec.h): the test asks for all
- * but one a thread in some child only.
+ * batch of counters are not counted (stackrec.h): the test asks for
+ * nearly all of those made before the end returned, in some child.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,12 +42,18 @@
 
 STKR_SITE_DEFINE(g_site, "test.exit_late");
 
-/* What the child's threads saw, in memory shared with the test. */
+/* What the child's threads saw, in memory shared with the test. refused:
+ * -ENOTCONN; early: of those, the calls that had returned before the
+ * child's stkr_shutdown_for_exit did (`returned` still 0 after them):
+ * the ones the recording must count. Later ones come in the child's own
+ * _exit, which takes tens of milliseconds under TSan (CI, session 46:
+ * 20 000 of them a child). */
 typedef struct seen {
-  _Atomic uint64_t ok, refused, other;
+  _Atomic uint64_t ok, refused, early, other;
 } seen;
 
-static seen *g_seen;
+static seen *g_seen; /* THREADS of them, then the `returned` flag */
+#define RETURNED ((_Atomic uint64_t *)&g_seen[THREADS])
 
 /* A call every ~20 us (QA's spacing): the threads are seldom inside an
  * event, so the end usually finds the rings settled and closes the files
@@ -60,9 +66,11 @@ static void *looper(void *arg) {
     int rc = stkr_event(&g_site, NULL, 0);
     if (rc == 0)
       atomic_fetch_add_explicit(&s->ok, 1, memory_order_relaxed);
-    else if (rc == -ENOTCONN)
+    else if (rc == -ENOTCONN) {
       atomic_fetch_add_explicit(&s->refused, 1, memory_order_relaxed);
-    else
+      if (atomic_load_explicit(RETURNED, memory_order_acquire) == 0)
+        atomic_fetch_add_explicit(&s->early, 1, memory_order_relaxed);
+    } else
       atomic_fetch_add_explicit(&s->other, 1, memory_order_relaxed);
   }
   return NULL;
@@ -81,6 +89,7 @@ static void child(const char *dir) {
   struct timespec ts = {0, 20000000};
   nanosleep(&ts, NULL);
   (void)stkr_shutdown_for_exit(); /* -ETIMEDOUT under load: also fine */
+  atomic_store_explicit(RETURNED, 1, memory_order_release);
   _exit(0);
 }
 
@@ -89,7 +98,7 @@ static void run_child(const char *dir, seen *sum) {
   pid_t pid;
   int st;
 
-  memset(g_seen, 0, THREADS * sizeof *g_seen);
+  memset(g_seen, 0, (THREADS + 1) * sizeof *g_seen);
   pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) child(dir);
@@ -100,6 +109,7 @@ static void run_child(const char *dir, seen *sum) {
   for (int i = 0; i < THREADS; i++) {
     sum->ok += g_seen[i].ok;
     sum->refused += g_seen[i].refused;
+    sum->early += g_seen[i].early;
     sum->other += g_seen[i].other;
   }
 }
@@ -108,7 +118,7 @@ static void test_late_calls_counted(void **state) {
   int counted = 0, nearly_all = 0;
   (void)state;
 
-  g_seen = mmap(NULL, THREADS * sizeof *g_seen, PROT_READ | PROT_WRITE,
+  g_seen = mmap(NULL, (THREADS + 1) * sizeof *g_seen, PROT_READ | PROT_WRITE,
                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   assert_true(g_seen != MAP_FAILED);
   for (int round = 0; round < ROUNDS; round++) {
@@ -131,12 +141,13 @@ static void test_late_calls_counted(void **state) {
     assert_int_equal(stkr_reader_process_count(r), 1);
     const stkr_process_info *p = stkr_reader_process(r, 0);
     print_message("round %d: the threads' calls: %" PRIu64 " accepted, %"
-                  PRIu64 " refused, %" PRIu64 " dropped; the recording: %"
-                  PRIu64 " attempted, %" PRIu64 " written, %" PRIu64
-                  " dropped at exit, %" PRIu64 " recovered\n",
+                  PRIu64 " refused (%" PRIu64 " before the end returned), %"
+                  PRIu64 " dropped; the recording: %" PRIu64 " attempted, %"
+                  PRIu64 " written, %" PRIu64 " dropped at exit, %" PRIu64
+                  " recovered\n",
                   round, (uint64_t)sum.ok, (uint64_t)sum.refused,
-                  (uint64_t)sum.other, p->attempted, p->written, p->drops_exit,
-                  p->recovered);
+                  (uint64_t)sum.early, (uint64_t)sum.other, p->attempted,
+                  p->written, p->drops_exit, p->recovered);
     /* The recording's own accounting adds up, with a clean end. */
     assert_int_equal(p->unaccounted, 0);
     assert_int_equal(p->damaged_batches, 0);
@@ -152,11 +163,13 @@ static void test_late_calls_counted(void **state) {
     assert_int_equal(p->drops_other, 0);
     assert_true(p->drops_ring_full + p->drops_reentrant <= sum.other);
     counted += p->drops_exit > 0;
-    /* Calls made while the last batch was written and the files closed:
-     * the batches of counters after it (flush/drain.c,
-     * stkr__drain_end_late). */
-    nearly_all +=
-        sum.refused > THREADS && p->drops_exit + THREADS >= sum.refused;
+    /* Calls made while the last batch was written and the files closed,
+     * before the end returned: the batches of counters after it
+     * (flush/drain.c, stkr__drain_end_late). All but a few: the last of
+     * those batches takes its time too (a sixth of the calls under TSan,
+     * up to 15%; without them, 75%). */
+    nearly_all += sum.early > THREADS &&
+                  p->drops_exit + THREADS + sum.early / 4 >= sum.early;
     stkr_reader_free(r);
     assert_int_equal(tl_rm_rf(dir), 0);
   }
@@ -167,7 +180,7 @@ static void test_late_calls_counted(void **state) {
    * without the later batches of counters, 6 of 24 (nearly_all fails). */
   assert_true(counted > 0);
   assert_true(nearly_all > 0);
-  munmap(g_seen, THREADS * sizeof *g_seen);
+  munmap(g_seen, (THREADS + 1) * sizeof *g_seen);
 }
 
 TL_TEST_MAIN("exit-late", NULL, NULL, test_late_calls_counted)
