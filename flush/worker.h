@@ -165,7 +165,7 @@ typedef struct stkr__worker {
   uint64_t dropped_exit, pending_recovery;
   /* stkr_stats.dropped_exit as the last batch's Counters say it (the
    * pass's owner, stkr__drain_fill_counters): what calls refused while an
-   * exit ends the session came after it (drain.c, write_late_batches). */
+   * exit ends the session came after it (drain.c, stkr__drain_end_late). */
   uint64_t exit_counted;
   /* Records consumed from the rings (worker thread only; not under
    * stats_mu): every one is in written, dropped_write_error, dropped_worker

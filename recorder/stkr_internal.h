@@ -646,7 +646,7 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
                          void *wake_arg, stkr__fork_fn on_fork_child);
 /* Stop accepting events (later calls return -ENOTCONN). _for_exit: the
  * process is ending (exit, _exit, exec): later calls are counted as
- * dropped ("other") until the next start, as its threads still make them. */
+ * dropped_exit until the next start, as its threads still make them. */
 void stkr__recorder_stop(void);
 void stkr__recorder_stop_for_exit(void);
 bool stkr__recorder_running(void);
