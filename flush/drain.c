@@ -470,8 +470,11 @@ void stkr__drain_end_late(stkr__worker *w, uint64_t until_ns) {
     pthread_mutex_lock(&w->stats_mu);
     stkr__stats_compute(w, &st);
     pthread_mutex_unlock(&w->stats_mu);
+    /* Not return: the final segment is closed below either way (its end
+     * mark and the reserve given back; a session 46 version returned here,
+     * and every exit without late calls left them: QA, session 47). */
     if (st.dropped_exit <= w->exit_counted)
-      return;
+      break;
     stkr__drain_batch_begin(w);
     stkr__drain_write_batch(w, true);
   }

@@ -29,6 +29,7 @@
 
 #include <cmocka.h>
 
+#include "proto/stkr_format.h"
 #include "proto/stkr_recover.h"
 #include "tests/flush_util.h"
 #include "tests/testlib.h"
@@ -333,6 +334,56 @@ __attribute__((unused)) static void test_cancel_inside_start(void **state) {
   }
 }
 
+/* A program that ends with no call made while its session ends (no thread
+ * left calling): the session's final segment is closed all the same, with
+ * its end mark (the mode STKR_FMT_SEGMENT_FINAL_MODE, which keeps it from
+ * the disk cap) and its disk reserve given back (QA, session 47: since
+ * session 46 such exits returned before the close, the common case). */
+__attribute__((unused)) static void test_quiet_end_closes_final_segment(
+    void **state) {
+  static const char *const hows[] = {"quiet_exit", "quiet__exit",
+                                     "quiet_return"};
+  char err[8192], dir[2200], path[4400];
+  (void)state;
+  for (size_t i = 0; i < sizeof hows / sizeof hows[0]; i++) {
+    uint32_t pid, seq, last = 0;
+    struct stat st, fin;
+    DIR *d;
+    struct dirent *de;
+
+    snprintf(dir, sizeof dir, "%s/rec-%s", g_tmp, hows[i]);
+    (void)run_fixture(hows[i], "0", dir, "offline", err, sizeof err);
+    assert_non_null(d = opendir(dir));
+    while ((de = readdir(d)) != NULL)
+      if (stkr_fmt_segment_parse(de->d_name, &pid, &seq) == 0 && seq > last) {
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        last = seq;
+      }
+    closedir(d);
+    assert_true(last > 0);
+    assert_int_equal(stat(path, &fin), 0);
+    /* Where the file system keeps no modes the mark is off: the directory
+     * (0700, made by the recorder) tells. */
+    assert_int_equal(stat(dir, &st), 0);
+    if (STKR_FMT_SEGMENT_IS_FINAL(st.st_mode) &&
+        !STKR_FMT_SEGMENT_IS_FINAL(fin.st_mode)) {
+      show_dir(dir);
+      fail_msg("%s: the final segment %s has mode %o, not its end mark",
+               hows[i], path, (unsigned)(fin.st_mode & 07777));
+    }
+    /* The reserve (fallocate past the end) given back: no more blocks than
+     * the size needs, in whole 4 KiB blocks. */
+    if ((uint64_t)fin.st_blocks * 512u >
+        (((uint64_t)fin.st_size + 4095u) & ~(uint64_t)4095u)) {
+      show_dir(dir);
+      fail_msg("%s: the final segment %s (%lld bytes) keeps %lld bytes of "
+               "disk: its reserve was not given back",
+               hows[i], path, (long long)fin.st_size,
+               (long long)fin.st_blocks * 512);
+    }
+  }
+}
+
 static int setup(void **state) {
   char home[2200];
   (void)state;
@@ -380,6 +431,7 @@ int main(void) {
   return TL_RUN_GROUP("exit", setup, NULL,
                       TL_TABLE(NULL, NULL, test_exit_case, g_exits),
                       TL_CASES(NULL, NULL, test_record_cli,
+                               test_quiet_end_closes_final_segment,
                                test_main_thread_ends_first,
                                test_cancel_inside_start));
 #else

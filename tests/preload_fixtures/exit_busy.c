@@ -22,6 +22,11 @@
  *                 call and forks a child that makes one (QA, session 24:
  *                 a cancel inside the start left it "busy" for good, and
  *                 every later call, the fork and the exit waited 2 s)
+ *   quiet_exit, quiet__exit, quiet_return
+ *                 no thread: main makes its calls and ends by exit(0),
+ *                 _exit(0) or return 0; no call comes while the session
+ *                 ends (QA, session 47: such an end left its final segment
+ *                 unmarked, with its disk reserve)
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -115,6 +120,14 @@ int main(int argc, char **argv) {
     printf("calls %lu\n", atomic_load(&g_calls));
     fflush(stdout);
     syscall(SYS_exit, 3);
+  }
+  if (strncmp(how, "quiet_", 6) == 0) {
+    for (int i = 0; i < 10; i++) busy_once();
+    printf("calls %lu\n", atomic_load(&g_calls));
+    fflush(stdout);
+    if (strcmp(how + 6, "_exit") == 0) _exit(0);
+    if (strcmp(how + 6, "return") == 0) return 0;
+    exit(0);
   }
   for (int i = 0; i < busy_threads; i++)
     if (pthread_create(&t, NULL, busy, NULL) != 0) return 2;
