@@ -84,6 +84,10 @@ typedef struct stkr__file {
   /* Its Header named another process or number, said and counted once
    * (info.misnamed_segments), then read under its name. */
   bool misnamed;
+  /* No zstd frame at its start nor after it ("not a zstd file"): said and
+   * counted as damage once, not again as a segment whose writer ended
+   * before its first batch (QA, session 46: `verify /etc/passwd`). */
+  bool not_zstd;
   /* 0, or why it cannot be read: the -errno of its stat or open, -EINVAL
    * when it is not a regular file. Warned about (STKR_WARN_IO) when its
    * turn comes, counted in info.unreadable_segments, not as empty. */

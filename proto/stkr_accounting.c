@@ -691,11 +691,12 @@ void stkr__acct_stream_done(stkr_reader *r, stkr__stream *st) {
   for (i = 0; i < st->n_files; i++) {
     const stkr__file *f = &st->files[i];
 
-    /* An unreadable or damaged_whole one was reported as damage
-     * (stkr__unreadable, stkr__misnamed, stkr__tombstone_check); a
-     * tombstone is counted with its session's first segments. */
-    if (f->had_batch || f->unreadable || f->damaged_whole || f->tombstone ||
-        recovered_after(st, f->seq))
+    /* An unreadable, damaged_whole or not_zstd one was reported as damage
+     * (stkr__unreadable, stkr__misnamed, stkr__tombstone_check,
+     * stkr_frames.c); a tombstone is counted with its session's first
+     * segments. */
+    if (f->had_batch || f->unreadable || f->damaged_whole || f->not_zstd ||
+        f->tombstone || recovered_after(st, f->seq))
       continue;
     in->empty_segments++;
     stkr__warn(r, STKR_WARN_INCOMPLETE, f->path, -1, in->pid,
