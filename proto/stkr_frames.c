@@ -503,7 +503,8 @@ int stkr__next_frame(stkr_reader *r, stkr__stream *st, uint64_t *frame_off) {
                  "truncated batch (%llu bytes), ignored",
                  (unsigned long long)(end - start));
     } else if (res == STKR__F_NOTFRAME && start == 0) {
-      st->files[r->cur_file].not_zstd = true;
+      if (r->cur_file < st->n_files) /* (a fuzz target's bare stream) */
+        st->files[r->cur_file].not_zstd = true;
       stkr__warn(r, STKR_WARN_NOT_ZSTD, path, -1, pid,
                  "not a zstd file (no intact frame found), skipped");
     } else if (res == STKR__F_NOTFRAME) {
