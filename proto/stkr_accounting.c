@@ -488,8 +488,16 @@ static void stkr__warn_unclean(stkr_reader *r, stkr__stream *st,
              (unsigned)in->pid, sid,
              live ? "still recording (the process is alive and its session "
                     "file is there): not ended yet"
-                  : "no clean end (no last batch): the process was killed, "
-                    "crashed or called _exit, or its last segment is missing",
+             /* Its last file ends in a batch cut off mid-write: that batch
+              * may be the last one, so "killed" alone would guess (QA,
+              * session 46: a cut final batch read as a killed process). */
+             : in->live_tail
+                 ? "no clean end read: its last batch was cut off mid-write "
+                   "(the process died while writing it, the disk filled, or "
+                   "the file was cut since), or the process was killed, "
+                   "crashed or called _exit before it"
+                 : "no clean end (no last batch): the process was killed, "
+                   "crashed or called _exit, or its last segment is missing",
              (unsigned long long)(a->read + a->recovered), attempted);
 }
 

@@ -198,10 +198,11 @@ static void test_live_tail_is_incomplete(void **state) {
                  "recording is still being written (or its writer stopped "
                  "mid-batch); not read", p2, end3);
   cr_assert_text(cr_line(cr_out, 1),
-                 "incomplete: %s: process 4242 session 1: no clean end (no "
-                 "last batch): the process was killed, crashed or called "
-                 "_exit, or its last segment is missing; 8 events read, no "
-                 "counters read", p2);
+                 "incomplete: %s: process 4242 session 1: no clean end "
+                 "read: its last batch was cut off mid-write (the process "
+                 "died while writing it, the disk filled, or the file was "
+                 "cut since), or the process was killed, crashed or called "
+                 "_exit before it; 8 events read, no counters read", p2);
   assert_non_null(strstr(cr_out, " 4 batches, 8 events: intact, INCOMPLETE, "
                                  "last batch cut off mid-write\n"));
   assert_string_equal(cr_line(cr_out, 4),
