@@ -216,9 +216,12 @@ void stkr_cli_marks_copy_said(const char *cmd, const char *dir, int err);
 /* Refuse an output (option opt, e.g. "-o") that would destroy an input:
  * empty, the same file as an input, or a recording's file name (segment,
  * .session, .ring, the marks file) in an input directory or the directory
- * of an input file (output_check.c). inputs[i] may be NULL (an optional
- * input file not given). NULL and "-" (stdout: stkr_cli_create) pass.
- * @return 0, or STKR_CLI_USAGE after printing why. */
+ * of an input file (output_check.c); and one that cannot be written (a
+ * regular file or a new one: opened, or made and removed, nothing kept),
+ * before any input is read. inputs[i] may be NULL (an optional input file
+ * not given). NULL and "-" (stdout: stkr_cli_create) pass.
+ * @return 0, STKR_CLI_USAGE after printing why, or STKR_CLI_DATA_LOST
+ * after "cannot create PATH: why" (as stkr_cli_create's). */
 int stkr_cli_check_output(const char *cmd, const char *opt, const char *path,
                           char *const *inputs, int n);
 /* The directory holding file `path` (as the reader takes it: the path up

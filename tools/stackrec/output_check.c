@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "proto/stkr_format.h"
 #include "proto/stkr_reader.h"
@@ -66,6 +68,39 @@ static const char *clobbers(const char *in, bool exists, const struct stat *so,
   return NULL;
 }
 
+/* Can path be written? Asked before the inputs are read, which may take
+ * minutes: an output that cannot be made was said only after them (QA,
+ * session 46: `report --html` into a missing directory). Nothing is kept
+ * or cut: a regular file is opened for writing and closed, a new one made
+ * and removed again. Anything else (a FIFO, a device) is left to the
+ * command's own open: opening a FIFO's reader's only writer and closing
+ * it would end that reader. @return 0, or STKR_CLI_DATA_LOST after
+ * stkr_cli_create's message. */
+static int output_writable(const char *cmd, const char *path, bool exists,
+                           const struct stat *so) {
+  int fd;
+
+  if (exists && S_ISDIR(so->st_mode)) {
+    errno = EISDIR;
+    fd = -1;
+  } else if (exists && !S_ISREG(so->st_mode)) {
+    return 0;
+  } else {
+    fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK |
+                        (exists ? 0 : O_CREAT | O_EXCL),
+              0666);
+  }
+  if (fd < 0) {
+    if (!exists && errno == EEXIST) return 0; /* made meanwhile: its open */
+    fprintf(stderr, "stackrec %s: cannot create %s: %s\n", cmd, path,
+            strerror(errno));
+    return STKR_CLI_DATA_LOST;
+  }
+  close(fd);
+  if (!exists) (void)unlink(path);
+  return 0;
+}
+
 int stkr_cli_check_output(const char *cmd, const char *opt, const char *path,
                           char *const *inputs, int n) {
   struct stat so, sd;
@@ -85,7 +120,7 @@ int stkr_cli_check_output(const char *cmd, const char *opt, const char *path,
       return stkr_cli_usage_error(
           cmd, "%s '%s' is %s the input '%s': write it elsewhere", opt, path,
           how, inputs[i]);
-  return 0;
+  return output_writable(cmd, path, exists, &so);
 }
 
 /* ---- merge's inputs and OUT (cli.h) ---- */
