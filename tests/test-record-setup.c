@@ -118,6 +118,29 @@ static void test_second_record_refused(void **state) {
   close(fd);
   assert_int_equal(cr_run("record -q -o '%s' -- /bin/true", dir), 0);
   assert_int_equal(waitpid(holder, &st, 0), holder);
+
+  /* A second record that waits for the first's lock while the first's
+   * command (python, which forks nothing: its first watched call 0.3 s
+   * in, after the second's first look) records and ends: refused when it
+   * gets the lock, the first's
+   * recording being there by then (QA, session 47: it went ahead in 5 of
+   * 6 runs, each summary counting the other's process). Either refusal
+   * (still held after a second, or a recording found) is exit 3. */
+  dir = fresh("twice-after");
+  assert_int_equal(
+      cr_run("record -q -o '%s' -- /usr/bin/python3 -c 'import socket, "
+             "time; time.sleep(0.3); socket.gethostname(); time.sleep(0.1)' "
+             "& { sleep 0.05; '%s' record -q -o '%s' -- /usr/bin/python3 -c "
+             "'import socket; socket.gethostname()'; echo second=$?; wait; }",
+             dir, cr_bin, dir),
+      0);
+  cr_assert_has(cr_out, "second=3");
+  /* The first record's one event, not the second's too. */
+  assert_int_equal(cr_run("verify '%s'", dir), 0);
+  cr_assert_has(cr_out, "\nintact: 1 process, 1 segment, 1 event\n");
+  /* Nor a lock of the refused record's left behind (read as a record that
+   * was killed). */
+  assert_null(strstr(cr_out, "ended before finishing"));
 }
 
 /* `stackrec record` with name=value in its environment: exit 2, saying

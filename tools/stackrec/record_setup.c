@@ -311,6 +311,18 @@ int stkr__rec_make_dir(const char *opt, const char *cmd, char *out,
                     "directory", name);
     return STKR__REC_BAD_DIR;
   }
+  /* Asked again under the lock: a record that held it while we waited
+   * (its program's first event came after our first look) has left its
+   * recording here, and two records' summaries counted each other's
+   * processes (QA, session 47: 5 of 6 runs started 50 ms apart). */
+  if (opt != NULL && stkr_fmt_dir_has_segments(name) == 1) {
+    stkr_recover_unlock_dir(name, err >= 0 ? err : -1); /* no lock left */
+    stkr__rec_error("-o %s: already holds a recording (stackrec-*.zst), "
+                    "made by another stackrec record that ended while this "
+                    "one waited for it; choose another directory",
+                    opt);
+    return STKR__REC_BAD_DIR;
+  }
   *lock = err;
   stkr__rec_marks_reserve(name);
   /* Absolute: processes of the tree may change directory. */
