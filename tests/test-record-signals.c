@@ -3,8 +3,9 @@
  * defect 4): every signal a process can catch, sent by kill, is passed on
  * to the command, and record still prints its summary and ends by the
  * command's signal (session 41: it exited 128+N); a stopped command is
- * followed by a record that is a shell's job; record killed outright
- * takes the command with it; a
+ * followed by a record that is a shell's job; ^C at record's terminal
+ * reaches a command that made a process group of its own; record killed
+ * outright takes the command with it; a
  * second signal once the command has ended is held back until record has
  * recovered and symbolized the recording, and named on the summary's last
  * line. Split from test-record-setup.c.
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -456,7 +458,83 @@ static void test_file_size_limit_is_the_commands(void **state) {
   (void)unlink(strcat(strcpy(path, dir), ".big"));
 }
 
+/* ^C at a terminal whose foreground job is record, its command having
+ * made a process group of its own (setpgid(0, 0), as GNU timeout does):
+ * the terminal's SIGINT reaches record's group only, and record passes it
+ * to the command's group (QA, session 47: the command ran on to its end,
+ * 4.3 s after ^C; plainly 0.05 s). record runs as a session leader on a
+ * pseudo-terminal of its own, as under an interactive shell. */
+static void test_interrupt_reaches_a_command_in_its_own_group(void **state) {
+  static const char script[] =
+      "import os, sys, time\n"
+      "os.setpgid(0, 0)\n"
+      "sys.stdout.write('ready\\n'); sys.stdout.flush()\n"
+      "time.sleep(20)\n";
+  const char *dir = fresh("tty-int");
+  char buf[4096] = "", *pts;
+  size_t have = 0;
+  int m, st;
+  pid_t pid;
+  (void)state;
+  if (!hooks_run_in("python3"))
+    return;
+  assert_true((m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC)) >= 0);
+  assert_int_equal(grantpt(m), 0);
+  assert_int_equal(unlockpt(m), 0);
+  assert_non_null(pts = ptsname(m));
+  if ((pid = fork()) == 0) {
+    int t;
+    /* A new session; its first terminal becomes its controlling one,
+     * with this process's group in the foreground. */
+    if (setsid() < 0 || (t = open(pts, O_RDWR)) < 0) _exit(126);
+    dup2(t, 0);
+    dup2(t, 1);
+    dup2(t, 2);
+    execl(cr_bin, "stackrec", "record", "-q", "-o", dir, "--",
+          "/usr/bin/python3", "-c", script, (char *)NULL);
+    _exit(127);
+  }
+  assert_true(pid > 0);
+  /* Until the command has left the group and said so (30 s at most). */
+  double t0 = tl_now_s();
+  while (strstr(buf, "ready") == NULL || have == 0) {
+    struct pollfd p = {m, POLLIN, 0};
+    if (tl_now_s() - t0 > 30) {
+      kill(pid, SIGKILL);
+      fail_msg("the command did not start: %.*s", (int)have, buf);
+    }
+    if (poll(&p, 1, 100) == 1) {
+      ssize_t n = read(m, buf + have, sizeof buf - 1 - have);
+      if (n > 0) have += (size_t)n;
+    }
+    buf[have] = '\0';
+  }
+  t0 = tl_now_s();
+  assert_int_equal(write(m, "\003", 1), 1); /* ^C */
+  /* Drain the terminal while waiting: record and python must not block
+   * on it. 10 s is half the command's sleep. */
+  for (;;) {
+    struct pollfd p = {m, POLLIN, 0};
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) break;
+    if (tl_now_s() - t0 > 10) {
+      pid_t py = rec_child_of(pid, "python3"); /* a group of its own */
+      if (py > 0) kill(-py, SIGKILL);
+      kill(pid, SIGKILL);
+      (void)waitpid(pid, &st, 0);
+      fail_msg("record and its command were still running 10 s after ^C");
+    }
+    if (poll(&p, 1, 50) == 1 && read(m, buf, sizeof buf) <= 0) usleep(10000);
+  }
+  close(m);
+  /* python died of its SIGINT (KeyboardInterrupt, re-raised), and record
+   * ends as its command did. */
+  if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGINT)
+    fail_msg("record's status %#x, want killed by SIGINT", st);
+}
+
 TL_TEST_MAIN("record-signals", setup, NULL, test_signals, test_signals_all_named,
+             test_interrupt_reaches_a_command_in_its_own_group,
              test_signals_after_end,
              test_dead_sessions_recovered_during_the_run,
              test_killed_before_anything_was_written,

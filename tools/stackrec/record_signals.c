@@ -14,7 +14,8 @@
  *   the kernel sent the terminal's process group (^C, ^Z, a hangup, a
  *   resize: si_code SI_KERNEL) reached the command too, and one record
  *   sent itself (SIGPIPE of its own write) is not the command's: neither
- *   is passed on;
+ *   is passed on; except a terminal's signal when the command has left
+ *   record's process group (setpgid): then to the command's group;
  * - a command that stops is followed, when record is a job of a shell with
  *   job control (the leader of its process group, with a controlling
  *   terminal): record stops by the same signal, so that the shell sees
@@ -66,10 +67,28 @@ static void forward(int sig, siginfo_t *si, void *uc) {
   (void)uc;
   /* The terminal's group signals reached the command too: not twice.
    * SIGCONT always goes on (the command may have been stopped alone). */
-  if (si != NULL && sig != SIGCONT &&
-      (si->si_code == SI_KERNEL ||
-       (si->si_code <= 0 && si->si_pid == getpid())))
+  if (si != NULL && sig != SIGCONT && si->si_code <= 0 &&
+      si->si_pid == getpid())
     return;
+  if (si != NULL && sig != SIGCONT && si->si_code == SI_KERNEL) {
+    /* Unless the command left our group (setpgid(0, 0): GNU timeout,
+     * daemons' helpers): plainly it would lead the terminal's group and
+     * get ^C; here that group is record's, and the command's group got
+     * nothing (QA, session 47: `record -- timeout 10 sleep 5` ran on
+     * through ^C). Its whole group, as the terminal would. getpgid and
+     * getpgrp are system calls, safe here. */
+    bool tty_sig = sig == SIGINT || sig == SIGQUIT || sig == SIGTSTP ||
+                   sig == SIGHUP || sig == SIGWINCH;
+    pid_t grp = tty_sig && g_child > 0 ? getpgid((pid_t)g_child) : -1;
+    if (grp <= 0 || grp == getpgrp()) {
+      errno = saved;
+      return;
+    }
+    g_passed_n[sig] = g_passed_n[sig] + 1;
+    (void)kill(-grp, sig);
+    errno = saved;
+    return;
+  }
   g_passed_n[sig] = g_passed_n[sig] + 1; /* all signals blocked in here */
   if (g_child > 0)
     (void)kill((pid_t)g_child, sig);
