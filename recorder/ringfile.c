@@ -424,11 +424,19 @@ bool stkr__session_dir_now(char *out, size_t cap) {
          stkr_fd_dir(g_sess.lock_fd, out, cap);
 }
 
+/* Written only when the directory did move: a thread still making its
+ * ring (one that outlived close's bounded wait, or one that has not yet
+ * seen the session go) reads g_sess.dir, and rewriting the same path was
+ * a data race all the same (CI under TSan, session 47: `record -- exit_busy
+ * _exit`, 9 of 24 runs beside two more). A move while such a thread runs
+ * is left to that thread's file, which recovery finds. */
 static void follow_renamed_dir(void) {
   char now[sizeof g_sess.dir];
   if (stkr__session_dir_now(now, sizeof now - STKR_RINGFILE_NAME_MAX)) {
-    g_sess.dir_len = strlen(now);
-    memcpy(g_sess.dir, now, g_sess.dir_len + 1);
+    size_t len = strlen(now);
+    if (len == g_sess.dir_len && memcmp(now, g_sess.dir, len) == 0) return;
+    g_sess.dir_len = len;
+    memcpy(g_sess.dir, now, len + 1);
   }
 }
 
