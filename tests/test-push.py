@@ -303,11 +303,12 @@ def fake_server_case():
     import http.server
     import threading
 
+    asked = []
+
     class H(http.server.BaseHTTPRequestHandler):
         def reply(self):
             n = int(self.headers.get("Content-Length") or 0)
-            if n:
-                self.rfile.read(n)
+            asked.append(self.rfile.read(n) if n else b"")
             body = b"<html>Welcome to nginx!</html>"
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
@@ -328,6 +329,15 @@ def fake_server_case():
             check("fake server%s: exit 1, said" % (" " + extra[0] if extra else ""),
                   r.returncode == 1 and "does not answer as ClickHouse" in r.stderr and
                   "events pushed" not in r.stderr, (r.returncode, r.stderr))
+            # The first request is the check, the one capped at 30 s: the
+            # schema's column queries came first, each with the whole
+            # --timeout, 600 s by default (QA, session 47: a server that
+            # never answered held push for minutes).
+            check("fake server%s: the check is the first request" %
+                  (" " + extra[0] if extra else ""),
+                  asked and asked[0].startswith(b"SELECT concat('stackrec-'"),
+                  asked[:1])
+            del asked[:]
     finally:
         srv.shutdown()
 
@@ -477,6 +487,17 @@ def usage_cases():
           r.returncode == 0 and "nothing to push" in r.stderr, r.stderr)
     r = stackrec("push", "--url", "ftp://x", "/nonexistent")
     check("push --url ftp: usage error 2", r.returncode == 2, r.stderr)
+    # Malformed hosts and ports are usage errors, not tried with retries
+    # (QA, session 47: exit 1 after 15 s).
+    for bad in ("http://[::1", "http://127.0.0.1:99999", "http://:8123",
+                "http://h:", "http://h:12a"):
+        r = stackrec("push", "--url", bad, "/nonexistent")
+        check("push --url %s: usage error 2" % bad,
+              r.returncode == 2 and "--url" in r.stderr, r.stderr)
+    r = stackrec("push", "--url", "http://[::1]:8123",
+                 os.path.join(TMP, "no-such-recording"))
+    check("push --url http://[::1]:8123 is not a usage error", r.returncode == 3,
+          r.stderr)
     r = stackrec("push", "--url", "http://127.0.0.1:1", "--chunk-events", "8388609", "x")
     check("push --chunk-events over a block: usage error 2", r.returncode == 2, r.stderr)
     r = stackrec("push", "--url", "http://127.0.0.1:1", "--chunk-events", "8388608", "x")

@@ -141,6 +141,30 @@ static int check_url(const char *u) {
         "push", "--url: credentials in the URL are refused (process lists "
                 "show arguments): use --user and $STACKREC_CH_PASSWORD or "
                 "--password-file");
+  /* HOST, [IPv6] or HOST:PORT (1-65535): a malformed one was tried, with
+   * its retries, for 15 s before libcurl said so (QA, session 47). */
+  const char *port = NULL;
+  if (*h == '[') {
+    const char *close = memchr(h, ']', (size_t)(e - h));
+    if (close == NULL || close == h + 1 || (close + 1 != e && close[1] != ':'))
+      return stkr_cli_usage_error("push", "--url %s: a bracketed IPv6 host "
+                                          "wants its ']' ([::1]:8123)", u);
+    if (close + 1 != e) port = close + 2;
+  } else {
+    const char *colon = memchr(h, ':', (size_t)(e - h));
+    if ((colon != NULL ? colon : e) == h)
+      return stkr_cli_usage_error("push", "--url %s: no host", u);
+    if (colon != NULL) port = colon + 1;
+  }
+  if (port != NULL) {
+    unsigned long v = 0;
+    const char *d = port;
+    for (; d < e && *d >= '0' && *d <= '9' && v <= 65535; d++)
+      v = v * 10 + (unsigned long)(*d - '0');
+    if (d == port || d != e || v == 0 || v > 65535)
+      return stkr_cli_usage_error("push", "--url %s: the port must be a "
+                                          "number from 1 to 65535", u);
+  }
   return 0;
 }
 
