@@ -186,6 +186,36 @@ static void test_bad_env(void **state) {
     expect_refused(hooks[i].var, hooks[i].value, mark);
 }
 
+/* STACKREC_PRELOAD naming a file that is not the hook library: refused
+ * with exit 125 naming the variable, the command not run (QA, session 47:
+ * a text file put the loader's complaint into the command's stderr, and
+ * another library recorded nothing; both exit 0, verify "intact"). */
+static void test_preload_not_the_hook_library(void **state) {
+  char other[4200], mark[4200];
+  const char *bad[] = {"/etc/passwd", other};
+  struct stat st;
+  char *slash;
+  (void)state;
+
+  /* The symbolizer module, next to the hook library (its data). */
+  snprintf(other, sizeof other, "%s", g_lib);
+  assert_non_null(slash = strrchr(other, '/'));
+  snprintf(slash + 1, sizeof other - (size_t)(slash + 1 - other),
+           "libstackrec_symbolize.so");
+  assert_int_equal(access(other, R_OK), 0);
+  snprintf(mark, sizeof mark, "%s", fresh("preload-mark"));
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *dir = fresh("preload-bad");
+    setenv("STACKREC_PRELOAD", bad[i], 1);
+    int rc = cr_run("record -o '%s' -- /bin/touch '%s'", dir, mark);
+    setenv("STACKREC_PRELOAD", g_lib, 1);
+    if (rc != 125 || strstr(cr_err, "STACKREC_PRELOAD=") == NULL)
+      fail_msg("STACKREC_PRELOAD=%s: status %d, stderr %s", bad[i], rc,
+               cr_err);
+    assert_int_equal(stat(mark, &st), -1); /* the command did not run */
+  }
+}
+
 /* ---- processes that recorded nothing ------------------------------------- */
 
 static void test_runuser_child_reported(void **state) {
@@ -565,7 +595,8 @@ int main(void) {
   return TL_RUN_GROUP(
       "record-setup", setup, NULL,
       TL_CASES(NULL, NULL, test_bad_dir, test_second_record_refused,
-               test_bad_env, test_disk_filled_while_running,
+               test_bad_env, test_preload_not_the_hook_library,
+               test_disk_filled_while_running,
                test_runuser_child_reported,
                test_grandchild_bad_env_reported, test_notify_fallback,
                test_closerange_keeps_session_lock, test_fork_heavy_bounded,
