@@ -340,6 +340,22 @@ static void test_newer_format_and_inconsistent(void **state) {
   assert_int_equal(cr_run("report '%s'", d), 1);
   cr_assert_has(cr_out, "# INCONSISTENT: 1 segment file named for another "
                         "process or number than its header says");
+
+  /* The misnamed file alone: the INCOMPLETE line of report and dump
+   * names it (QA, session 47: "(pid 6):" and nothing after it). */
+  d = fx_tmpdir("verify-misnamed-alone");
+  write_seg(d, 5, 1, 0, 3, 0, path, sizeof path);
+  {
+    char p6[4200];
+    snprintf(p6, sizeof p6, "%s/stackrec-6-000001.zst", d);
+    assert_int_equal(rename(path, p6), 0);
+  }
+  (void)cr_run("report '%s'", d);
+  cr_assert_has(cr_out, "# INCOMPLETE: 1 of 1 process (pid 6): ",
+                "1 segment named for another process or number\n");
+  (void)cr_run("dump '%s'", d);
+  cr_assert_has(cr_err, "(pid 6): ", "1 segment named for another process "
+                                     "or number; the dump may lack");
 }
 
 /* Unrelated files: a note. An empty segment (a writer that died before its

@@ -398,7 +398,7 @@ typedef struct inc_sums {
   stkr_process_info sum; /* the drops by reason */
   uint64_t drops, unclean, live, missing, capdel, capdel_events, recreated;
   uint64_t empty, batches, unaccounted, damaged, bad, unreadable;
-  uint64_t unresolved, cut, memory_rings, stacks_lost;
+  uint64_t unresolved, cut, memory_rings, stacks_lost, misnamed;
   uint64_t marks; /* marks files' problems, each directory's once */
   size_t np;
   uint32_t first_pids[3];
@@ -453,6 +453,7 @@ static size_t sum_incomplete(const stkr_reader *r, inc_sums *t) {
     t->unresolved += p->unresolved_events;
     t->memory_rings += p->memory_rings_lost;
     t->stacks_lost += p->stacks_lost;
+    t->misnamed += p->misnamed_segments;
     /* A last batch cut off mid-write with no writer left to finish it
      * (report's "CUT OFF"): its events are not counted (QA, session 26:
      * compliance said "no findings" of a recording whose one batch of
@@ -550,6 +551,11 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
            stkr_cli_cap_events(t.capdel_events, events_buf, sizeof events_buf));
   SUM_ITEM(t.recreated, "recording directory recreated %llu time%s",
            (unsigned long long)t.recreated, t.recreated == 1 ? "" : "s");
+  /* A copy or a renamed file (QA, session 47: the line ended at its
+   * colon, naming nothing, when this was all there was). */
+  SUM_ITEM(t.misnamed, "%llu segment%s named for another process or "
+           "number", (unsigned long long)t.misnamed,
+           t.misnamed == 1 ? "" : "s");
   SUM_ITEM(t.empty, "%llu segment%s without any batch",
            (unsigned long long)t.empty, t.empty == 1 ? "" : "s");
   SUM_ITEM(t.batches, "%llu batch%s missing", (unsigned long long)t.batches,
