@@ -156,6 +156,12 @@ static void test_bit_flip(void **state) {
                   "DAMAGED: 1 problem in 1 process, 2 segments");
   /* The damaged batch is not also "1 batch missing" (QA, session 44). */
   assert_int_equal(cr_count_lines(cr_out), 5);
+  /* info calls it incomplete for its damage too, as verify does (QA,
+   * session 47: "complete: yes" beside "damaged: 1 batch"). */
+  (void)cr_run("info '%s'", d);
+  cr_assert_has(cr_out, "  complete:    NO: damaged (see below); ");
+  (void)cr_run("info --json '%s'", d);
+  cr_assert_has(cr_out, "\"complete\":false,\"incomplete\":[\"damaged\",");
 }
 
 /* Segment 1 cut short, segment 2 after it: damage, not a live tail. */

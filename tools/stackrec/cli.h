@@ -175,6 +175,10 @@ bool stkr_cli_dir_empty(const char *path);
  * diff and compliance too. @return its length, 0 (buf "") when complete
  * and intact. */
 size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len);
+/* Is p damaged, as verify says it (exit 1): a batch lost, events with
+ * undefined ids, not read (a newer format), counters that overflow or do
+ * not add up, a segment unreadable. verify.c; info's "complete" too. */
+bool stkr_cli_process_damaged(const stkr_process_info *p);
 /* How many processes the marks files name as still running since record
  * ended and alive now; *first (if first is not NULL) the first of them. */
 size_t stkr_cli_running_alive(const stkr_reader *r,

@@ -106,7 +106,10 @@ static void print_accounting(const stkr_process_info *p) {
        ": DOES NOT ADD UP (inconsistent counters)\n",
        " + %llu not accounted for\n", " (no counters recorded)\n", "\n"}};
   stkr_cli_put_accounting_end(p, &words);
-  printf("  complete:    %s", p->incomplete ? "NO: " : "yes");
+  /* Damage too, as verify says it (QA, session 47: "complete: yes" beside
+   * "damaged: 1 batch", where verify exited 1). */
+  const bool damaged = stkr_cli_process_damaged(p);
+  printf("  complete:    %s", p->incomplete || damaged ? "NO: " : "yes");
 #define INFO_ITEM(cond, ...)                                                  \
   do {                                                                        \
     if (cond) {                                                               \
@@ -115,6 +118,7 @@ static void print_accounting(const stkr_process_info *p) {
       sep = "; ";                                                             \
     }                                                                         \
   } while (0)
+  INFO_ITEM(damaged, "damaged (see below)");
   INFO_ITEM(p->drops, "events dropped");
   INFO_ITEM(p->live_sessions, "%u session%s still recording",
             (unsigned)p->live_sessions, p->live_sessions == 1 ? "" : "s");
@@ -148,10 +152,11 @@ static void print_accounting(const stkr_process_info *p) {
    * written a dead writer's last counters alone.) */
   if (p->recovered > 0)
     printf("%s(%llu events recovered from a dead writer's rings)",
-           p->incomplete ? "; " : " ", (unsigned long long)p->recovered);
+           p->incomplete || damaged ? "; " : " ",
+           (unsigned long long)p->recovered);
   else if (p->recovered_batches > 0)
     printf("%s(a dead writer's last counters written by recovery)",
-           p->incomplete ? "; " : " ");
+           p->incomplete || damaged ? "; " : " ");
   putchar('\n');
 }
 

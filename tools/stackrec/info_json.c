@@ -116,6 +116,7 @@ static void put_incomplete(const stkr_process_info *p) {
       sep = ",";                    \
     }                               \
   } while (0)
+  REASON(stkr_cli_process_damaged(p), "damaged");
   REASON(p->drops, "events dropped");
   REASON(p->live_sessions, "session still recording");
   REASON(p->unclean_sessions > p->live_sessions, "session without a clean end");
@@ -210,7 +211,8 @@ static int put_process(const stkr_reader *r, size_t i) {
                                      p->unaccounted
                                  ? "false"
                                  : "true");
-  printf(",\"complete\":%s", p->incomplete ? "false" : "true");
+  printf(",\"complete\":%s",
+         p->incomplete || stkr_cli_process_damaged(p) ? "false" : "true");
   put_incomplete(p);
   put_u64s(files, sizeof files / sizeof files[0], false);
   printf(",\"end\":\"%s\",\"newer_format\":%s}",

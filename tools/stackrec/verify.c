@@ -256,10 +256,14 @@ static void print_accounting(verify_run *v, const stkr_process_info *p) {
   }
 }
 
+bool stkr_cli_process_damaged(const stkr_process_info *p) {
+  return p->damaged_batches || p->unresolved_events || p->status != 0 ||
+         p->counters_overflow || p->accounting_mismatches ||
+         p->unreadable_segments;
+}
+
 static void print_process(verify_run *v, const stkr_process_info *p) {
-  bool bad = p->damaged_batches || p->unresolved_events || p->status != 0 ||
-             p->counters_overflow || p->accounting_mismatches ||
-             p->unreadable_segments;
+  bool bad = stkr_cli_process_damaged(p);
   const char *sep = "";
 
   printf("process %u \"", (unsigned)p->pid);
@@ -422,9 +426,7 @@ static size_t sum_incomplete(const stkr_reader *r, inc_sums *t) {
   memset(t, 0, sizeof *t);
   for (i = 0; i < n; i++) {
     const stkr_process_info *p = stkr_reader_process(r, i);
-    bool dmg = p->damaged_batches || p->unresolved_events || p->status ||
-               p->counters_overflow || p->accounting_mismatches ||
-               p->unreadable_segments;
+    bool dmg = stkr_cli_process_damaged(p);
 
     /* Its directory's, not its own: counted once per directory (review,
      * session 39: the largest of two inputs' said one). */
