@@ -180,6 +180,12 @@ bool stkr_recover_locked_dir_now(int fd, char *out, size_t cap);
  * (DIR/.stackrec-cache), which holds no recording data? */
 bool stkr_recover_is_cache_name(const char *name);
 
+/* Is dir's cache directory absent or a directory of its own? Its path
+ * into path (cap bytes) for messages. @return 0; -ELOOP (a symbolic link:
+ * the processes' shared files would go where it leads) or -ENOTDIR
+ * (something else) or -ENAMETOOLONG. */
+int stkr_recover_cache_check(const char *dir, char *path, size_t cap);
+
 /* Is a record's lock file in dir's cache (held by a record at work, or
  * left by one killed before its end, whose notes of processes that could
  * not record died with it)? */

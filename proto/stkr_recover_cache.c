@@ -112,6 +112,15 @@ bool stkr_recover_locked_dir_now(int fd, char *out, size_t cap) {
   return stat(out, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+int stkr_recover_cache_check(const char *dir, char *path, size_t cap) {
+  struct stat st;
+
+  if ((size_t)snprintf(path, cap, "%s/%s", dir, STKR_CACHE_DIR) >= cap)
+    return -ENAMETOOLONG;
+  if (lstat(path, &st) != 0 || S_ISDIR(st.st_mode)) return 0;
+  return S_ISLNK(st.st_mode) ? -ELOOP : -ENOTDIR;
+}
+
 bool stkr_recover_is_cache_name(const char *name) {
   return name != NULL && strcmp(name, STKR_CACHE_DIR) == 0;
 }

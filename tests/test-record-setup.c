@@ -64,6 +64,22 @@ static void test_bad_dir(void **state) {
     assert_string_equal(cr_out, "");
   }
   assert_true(S_ISREG((stat(file, &st), st.st_mode)));
+  /* A directory whose .stackrec-cache is a link elsewhere: the processes'
+   * pools and caches would go there and stay (QA, session 47). */
+  {
+    char linked[4200], cache[4300], away[4200];
+    snprintf(linked, sizeof linked, "%s", fresh("cachelink"));
+    snprintf(away, sizeof away, "%s", fresh("cachelink-away"));
+    assert_int_equal(mkdir(linked, 0700), 0);
+    assert_int_equal(mkdir(away, 0700), 0);
+    snprintf(cache, sizeof cache, "%s/.stackrec-cache", linked);
+    assert_int_equal(symlink(away, cache), 0);
+    assert_int_equal(cr_run("record -o '%s' -- /bin/touch '%s'", linked,
+                            mark), 3);
+    cr_assert_has(cr_err, ".stackrec-cache is not a directory of its own "
+                          "(a symbolic link)");
+    assert_int_equal(stat(mark, &st), -1);
+  }
   /* A full file system (root: a small tmpfs, filled): refused too, the
    * directory not left behind (QA, session 33: recorded into, it held an
    * empty marks file and verify said complete). */

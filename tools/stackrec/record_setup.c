@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stkr_elfkind.h"
 #include "common/stkr_io.h"
 #include "common/stkr_mkdir.h"
 #include "preload/match.h"
@@ -59,11 +60,7 @@ static int elf_defines(int fd, const char *name) {
       pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh ||
       memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
       eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_type != ET_DYN ||
-#if defined(__x86_64__)
-      eh.e_machine != EM_X86_64 ||
-#elif defined(__aarch64__)
-      eh.e_machine != EM_AARCH64 ||
-#endif
+      stkr_elf_kind_of(fd, NULL) != STKR_ELF_OURS ||
       eh.e_shentsize != sizeof sh || eh.e_shnum > 4096)
     return -1;
   for (unsigned i = 0; i < eh.e_shnum; i++) {
@@ -325,6 +322,18 @@ int stkr__rec_make_dir(const char *opt, const char *cmd, char *out,
       stkr__rec_error("-o %s: already holds a recording (stackrec-*.zst); "
                 "choose another directory, or remove it",
                 opt);
+      return STKR__REC_BAD_DIR;
+    }
+    /* The processes' shared files (pools, caches, the lock) go in
+     * DIR/.stackrec-cache: a link there sent them elsewhere, left behind
+     * after the run (QA, session 47: 7 pooled ring files, 1.8 MB). */
+    char cache[PATH_MAX];
+    if ((err = stkr_recover_cache_check(opt, cache, sizeof cache)) < 0) {
+      stkr__rec_error("-o %s: %s is not a directory of its own (%s): the "
+                      "recording's shared files would go elsewhere; remove "
+                      "it, or choose another directory",
+                      opt, cache, err == -ELOOP ? "a symbolic link"
+                                                : strerror(-err));
       return STKR__REC_BAD_DIR;
     }
     snprintf(name, sizeof name, "%s", opt);
