@@ -180,6 +180,13 @@ bool stkr_recover_locked_dir_now(int fd, char *out, size_t cap);
  * (DIR/.stackrec-cache), which holds no recording data? */
 bool stkr_recover_is_cache_name(const char *name);
 
+/* The longest recording directory path (bytes, without its NUL) under
+ * which every file a recording process makes fits in PATH_MAX: its cache
+ * directory, the pools' and new files' prefixes, a ring's or session's
+ * name. Past it a process records without crash-proof rings and recovery
+ * cannot open what it would need (QA, session 47: 4 034-4 054 bytes). */
+size_t stkr_recover_dir_max(void);
+
 /* Is dir's cache directory absent or a directory of its own? Its path
  * into path (cap bytes) for messages. @return 0; -ELOOP (a symbolic link:
  * the processes' shared files would go where it leads) or -ENOTDIR

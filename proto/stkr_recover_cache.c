@@ -112,6 +112,12 @@ bool stkr_recover_locked_dir_now(int fd, char *out, size_t cap) {
   return stat(out, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+size_t stkr_recover_dir_max(void) {
+  /* As recorder/stkr_session.h's STKR__DIR_PATH_BYTES sizes its paths. */
+  return PATH_MAX - sizeof("/" STKR_CACHE_DIR "/pool-") -
+         STKR_RINGFILE_NAME_MAX;
+}
+
 int stkr_recover_cache_check(const char *dir, char *path, size_t cap) {
   struct stat st;
 

@@ -64,6 +64,28 @@ static void test_bad_dir(void **state) {
     assert_string_equal(cr_out, "");
   }
   assert_true(S_ISREG((stat(file, &st), st.st_mode)));
+  /* A path too long for its processes' ring and session files (QA,
+   * session 47: recorded without them, recovery failed): refused, the
+   * directory not left behind. */
+  {
+    char deep[4200], cmd[4400];
+    size_t n = (size_t)snprintf(deep, sizeof deep, "%s", fresh("deep"));
+    while (n + 101 < 4050) {
+      memcpy(deep + n, "/", 1);
+      memset(deep + n + 1, 'd', 100);
+      n += 101;
+      deep[n] = '\0';
+    }
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", deep);
+    assert_int_equal(system(cmd), 0);
+    while (n < 4040) deep[n++] = 'e';
+    deep[n] = '\0';
+    assert_int_equal(cr_run("record -o '%s' -- /bin/touch '%s'", deep, mark),
+                     3);
+    cr_assert_has(cr_err, "bytes long, more than the ");
+    assert_int_equal(stat(mark, &st), -1);
+    assert_int_equal(stat(deep, &st), -1); /* not left behind */
+  }
   /* A directory whose .stackrec-cache is a link elsewhere: the processes'
    * pools and caches would go there and stay (QA, session 47). */
   {

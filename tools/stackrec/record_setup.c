@@ -372,6 +372,16 @@ int stkr__rec_make_dir(const char *opt, const char *cmd, char *out,
       }
     }
   }
+  /* Room under it for every file its processes make (QA, session 47: a
+   * 4 040-byte path recorded without ring files, and recovery failed). */
+  if (realpath(name, out) != NULL && strlen(out) > stkr_recover_dir_max()) {
+    stkr__rec_error("%s: its path is %zu bytes long, more than the %zu its "
+                    "processes' ring and session files leave room for; "
+                    "choose a shorter one",
+                    name, strlen(out), stkr_recover_dir_max());
+    (void)rmdir(name); /* only if empty: ours, as made above */
+    return STKR__REC_BAD_DIR;
+  }
   /* One record per directory: held until record's very end (close-on-
    * exec, so never the command's). Recording starts at a first event, so a
    * second record found no segment yet and went ahead. A file system
