@@ -85,6 +85,11 @@ static void test_bad_dir(void **state) {
     cr_assert_has(cr_err, "bytes long, more than the ");
     assert_int_equal(stat(mark, &st), -1);
     assert_int_equal(stat(deep, &st), -1); /* not left behind */
+    /* One that was there before stays. */
+    assert_int_equal(mkdir(deep, 0700), 0);
+    assert_int_equal(cr_run("record -o '%s' -- /bin/touch '%s'", deep, mark),
+                     3);
+    assert_int_equal(stat(deep, &st), 0);
   }
   /* A directory whose .stackrec-cache is a link elsewhere: the processes'
    * pools and caches would go there and stay (QA, session 47). */

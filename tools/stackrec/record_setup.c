@@ -310,8 +310,10 @@ int stkr__rec_make_dir(const char *opt, const char *cmd, char *out,
   size_t n = 0;
   int err;
 
+  size_t existed = 0; /* of opt: the part that was there before us */
+
   if (opt != NULL) {
-    const size_t existed = existing_prefix(opt);
+    existed = existing_prefix(opt);
     if ((err = stkr_mkdir_p(opt, 0700)) < 0 || (err = dir_usable(opt)) < 0) {
       stkr__rec_error("-o %s: cannot use it as the recording directory: %s", opt,
                 strerror(-err));
@@ -379,7 +381,9 @@ int stkr__rec_make_dir(const char *opt, const char *cmd, char *out,
                     "processes' ring and session files leave room for; "
                     "choose a shorter one",
                     name, strlen(out), stkr_recover_dir_max());
-    (void)rmdir(name); /* only if empty: ours, as made above */
+    /* What we made, as a refused -o's: never a directory that was there. */
+    if (opt != NULL) remove_made(opt, existed);
+    else (void)rmdir(name);
     return STKR__REC_BAD_DIR;
   }
   /* One record per directory: held until record's very end (close-on-
