@@ -207,9 +207,14 @@ void stkr_cli_recover_after_record(const char *dir, bool quiet) {
             "writing them\n", st.events, st.sessions_recovered,
             st.sessions_recovered == 1 ? "" : "s");
   if (st.drops_found > 0)
-    fprintf(stderr, "stackrec record: %" PRIu64 " event%s dropped after "
-            "their process's last batch (calls made while it ended, or "
-            "drops of one that died), now counted (see 'stackrec "
+    /* Not only at an end: a process that lost its files (its descriptors
+     * taken over) drops into its rings for the rest of its run (QA,
+     * session 47: 49 122 "after the last batch" of a run that wrote
+     * none). */
+    fprintf(stderr, "stackrec record: %" PRIu64 " event%s dropped that no "
+            "batch of their process counted (after its last batch: calls "
+            "made while it ended, drops of one that died, or of one that "
+            "could no longer write its files), now counted (see 'stackrec "
             "verify')\n", st.drops_found, st.drops_found == 1 ? "" : "s");
 }
 
