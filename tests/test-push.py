@@ -490,7 +490,8 @@ def usage_cases():
     # Malformed hosts and ports are usage errors, not tried with retries
     # (QA, session 47: exit 1 after 15 s).
     for bad in ("http://[::1", "http://127.0.0.1:99999", "http://:8123",
-                "http://h:", "http://h:12a"):
+                "http://h:", "http://h:12a", "http://[zz::1]:80", "http://ho st",
+                "http://h\tst", "http://h:8123/ "):
         r = stackrec("push", "--url", bad, "/nonexistent")
         check("push --url %s: usage error 2" % bad,
               r.returncode == 2 and "--url" in r.stderr, r.stderr)

@@ -88,6 +88,12 @@ stkr__ch_fail stkr__ch_query(stkr__ch *c, const char *sql, stkr__buf *resp);
  * STKR_CH_OK, the query's failure, or STKR_CH_SERVER (error says what
  * came back). */
 stkr__ch_fail stkr__ch_check(stkr__ch *c);
+/* stkr__ch_check before the first attempt (the schema's column queries
+ * follow it): a failure is also the answer of the next stkr__ch_check,
+ * the first attempt's, which sends nothing then, so that a server that
+ * never answers costs one capped request per attempt, not two (QA,
+ * session 47: 60 s with --retries 0). */
+stkr__ch_fail stkr__ch_check_first(stkr__ch *c);
 
 /* Fills buf (cap > 0) with the next bytes of an INSERT body. @return the
  * number of bytes (0: the body is complete), or a negative errno that

@@ -4,6 +4,7 @@
  * password read from the environment or a file only its owner may read.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -142,13 +143,26 @@ static int check_url(const char *u) {
                 "show arguments): use --user and $STACKREC_CH_PASSWORD or "
                 "--password-file");
   /* HOST, [IPv6] or HOST:PORT (1-65535): a malformed one was tried, with
-   * its retries, for 15 s before libcurl said so (QA, session 47). */
+   * its retries, for 15 s before libcurl said so (QA, session 47). No
+   * space or control character anywhere (libcurl refuses them as late). */
+  for (const char *c = u; *c != '\0'; c++)
+    if ((unsigned char)*c <= ' ' || *c == 0x7f)
+      return stkr_cli_usage_error("push", "--url: a space or a control "
+                                          "character in it");
   const char *port = NULL;
   if (*h == '[') {
     const char *close = memchr(h, ']', (size_t)(e - h));
-    if (close == NULL || close == h + 1 || (close + 1 != e && close[1] != ':'))
-      return stkr_cli_usage_error("push", "--url %s: a bracketed IPv6 host "
-                                          "wants its ']' ([::1]:8123)", u);
+    char addr[64] = "";
+    struct in6_addr a6;
+    if (close != NULL && (size_t)(close - h - 1) < sizeof addr) {
+      memcpy(addr, h + 1, (size_t)(close - h - 1));
+      addr[strcspn(addr, "%")] = '\0'; /* a zone (%25eth0) is libcurl's */
+    }
+    if (close == NULL || (close + 1 != e && close[1] != ':') ||
+        inet_pton(AF_INET6, addr, &a6) != 1)
+      return stkr_cli_usage_error("push", "--url %s: a bracketed host is an "
+                                          "IPv6 address, closed by ']' "
+                                          "([::1]:8123)", u);
     if (close + 1 != e) port = close + 2;
   } else {
     const char *colon = memchr(h, ':', (size_t)(e - h));

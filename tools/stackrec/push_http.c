@@ -31,6 +31,10 @@ struct stkr__ch {
   char err[1024];  /* last failure, redacted */
   char errbuf[CURL_ERROR_SIZE];
   bool quick;       /* the next request is stkr__ch_check's */
+  /* stkr__ch_check_first failed: the next check answers so at once (err
+   * still says why: no request in between). */
+  bool first_failed;
+  stkr__ch_fail first_fail;
   /* One INSERT body in flight: */
   stkr__ch_producer produce;
   void *arg;
@@ -275,11 +279,22 @@ stkr__ch_fail stkr__ch_query(stkr__ch *c, const char *sql, stkr__buf *resp) {
   return f;
 }
 
+stkr__ch_fail stkr__ch_check_first(stkr__ch *c) {
+  stkr__ch_fail f = stkr__ch_check(c);
+  c->first_failed = f != STKR_CH_OK;
+  c->first_fail = f;
+  return f;
+}
+
 stkr__ch_fail stkr__ch_check(stkr__ch *c) {
   static const char want[] = "stackrec-1048576\n";
   stkr__buf resp = {0};
   stkr__ch_fail f;
 
+  if (c->first_failed) {
+    c->first_failed = false;
+    return c->first_fail;
+  }
   c->quick = true;
   f = stkr__ch_query(c, "SELECT concat('stackrec-', toString(1024 * 1024)) "
                         "FORMAT TabSeparated", &resp);

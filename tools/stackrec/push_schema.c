@@ -239,7 +239,7 @@ int stkr__schema_added_columns(stkr__ch *ch, const stkr__push_opts *o,
    * by default) each, and a server that accepted and never answered held
    * push for many minutes before its first attempt (QA, session 47). No
    * ClickHouse there: not known, and push_dir's attempts say why. */
-  if (stkr__ch_check(ch) != STKR_CH_OK) return STKR_CLI_OK;
+  if (stkr__ch_check_first(ch) != STKR_CH_OK) return STKR_CLI_OK;
   for (size_t i = 0; i < stkr__n_added_columns; i++) {
     const stkr__added_column *c = &stkr__added_columns[i];
     for (int all = 0; all <= (o->cluster != NULL); all++) {

@@ -61,8 +61,23 @@ static int elf_defines(int fd, const char *name) {
       memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
       eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_type != ET_DYN ||
       stkr_elf_kind_of(fd, NULL) != STKR_ELF_OURS ||
-      eh.e_shentsize != sizeof sh || eh.e_shnum > 4096)
+      eh.e_shentsize != sizeof sh || eh.e_shnum > 4096 ||
+      eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 ||
+      eh.e_phnum > 256 || eh.e_phoff > (uint64_t)st.st_size ||
+      eh.e_phnum * sizeof(Elf64_Phdr) > (uint64_t)st.st_size - eh.e_phoff)
     return -1;
+  /* What the loader maps must be in the file (a copy cut or overwritten
+   * made the loader print into the command's stderr: QA, session 47). */
+  for (unsigned i = 0; i < eh.e_phnum; i++) {
+    Elf64_Phdr ph;
+    if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) !=
+        (ssize_t)sizeof ph)
+      return -1;
+    if ((ph.p_type == PT_LOAD || ph.p_type == PT_DYNAMIC) &&
+        (ph.p_offset > (uint64_t)st.st_size ||
+         ph.p_filesz > (uint64_t)st.st_size - ph.p_offset))
+      return -1;
+  }
   for (unsigned i = 0; i < eh.e_shnum; i++) {
     if (pread(fd, &sh, sizeof sh, (off_t)(eh.e_shoff + i * sizeof sh)) !=
         (ssize_t)sizeof sh)
@@ -415,6 +430,15 @@ int stkr__rec_make_dir(const char *opt, const char *cmd, char *out,
                     "made by another stackrec record that ended while this "
                     "one waited for it; choose another directory",
                     opt);
+    return STKR__REC_BAD_DIR;
+  }
+  /* Going on unlocked is for file systems without locks only; a lock
+   * file that cannot be made (a directory or a link put in its place)
+   * left two records free to write into one directory (QA, session 47). */
+  if (err < 0 && err != -ENOLCK && err != -ENOSYS && err != -EOPNOTSUPP) {
+    stkr__rec_error("-o %s: cannot take its lock (%s/.stackrec-cache/"
+                    "record.lock): %s; choose another directory",
+                    name, name, strerror(-err));
     return STKR__REC_BAD_DIR;
   }
   *lock = err;

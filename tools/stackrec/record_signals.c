@@ -90,10 +90,16 @@ static void forward(int sig, siginfo_t *si, void *uc) {
     return;
   }
   g_passed_n[sig] = g_passed_n[sig] + 1; /* all signals blocked in here */
-  if (g_child > 0)
+  if (g_child > 0) {
     (void)kill((pid_t)g_child, sig);
-  else
+    /* A command in a group of its own was stopped as a group (the ^Z
+     * passed on above): `fg` continues record alone, and the command's
+     * children stayed stopped (QA, session 47: timeout's sleep). */
+    pid_t grp = sig == SIGCONT ? getpgid((pid_t)g_child) : -1;
+    if (grp > 0 && grp != getpgrp()) (void)kill(-grp, sig);
+  } else {
     g_pending[sig] = 1;
+  }
   errno = saved;
 }
 
