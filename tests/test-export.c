@@ -446,6 +446,26 @@ static void test_input_and_output_errors(void **state) {
                      1);
     assert_has(g_err, "writing /dev/full: No space left on device");
   }
+  /* Through a link: its target gets the output, the link stays (QA,
+   * session 47: renamed over, the link became a file and its target, or
+   * `-o /dev/stdout > file`, got nothing). */
+  {
+    char target[4200], link[4200];
+    struct stat st;
+    snprintf(target, sizeof target, "%s/link-target.txt", g_tmp);
+    snprintf(link, sizeof link, "%s/link.txt", g_tmp);
+    assert_int_equal(tl_write_file(target, "old\n"), 0);
+    (void)unlink(link);
+    assert_int_equal(symlink(target, link), 0);
+    assert_int_equal(sh("'%s' export --format folded -o '%s' '%s'", g_tool,
+                        link, g_rec),
+                     0);
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    tl_slurp(target, g_out, sizeof g_out);
+    assert_null(strstr(g_out, "old\n"));
+    assert_true(strlen(g_out) > 0);
+  }
 }
 
 /* A damaged segment: a warning naming the file and offset, exit 1, and an

@@ -106,6 +106,15 @@ static void test_bad_dir(void **state) {
     cr_assert_has(cr_err, ".stackrec-cache is not a directory of its own "
                           "(a symbolic link)");
     assert_int_equal(stat(mark, &st), -1);
+    /* Its lock file a directory: refused, not recorded unlocked (QA,
+     * session 47: two records wrote into one directory). */
+    assert_int_equal(unlink(cache), 0);
+    snprintf(cache, sizeof cache, "%s/.stackrec-cache/record.lock", linked);
+    assert_int_equal(tl_system("mkdir -p '%s'", cache), 0);
+    assert_int_equal(cr_run("record -o '%s' -- /bin/touch '%s'", linked,
+                            mark), 3);
+    cr_assert_has(cr_err, "cannot take its lock");
+    assert_int_equal(stat(mark, &st), -1);
   }
   /* A full file system (root: a small tmpfs, filled): refused too, the
    * directory not left behind (QA, session 33: recorded into, it held an

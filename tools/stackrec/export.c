@@ -203,7 +203,11 @@ static int output_open(output *o, const char *path) {
     return 0;
   }
   o->path = path;
-  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+  /* A link (/dev/stdout, /proc/self/fd/N, a user's own) is written
+   * through, as the other commands' outputs are: renamed over, the link
+   * itself was replaced, and `-o /dev/stdout > file` left the file empty
+   * (QA, session 47). Only a plain name gets the temporary file. */
+  if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
     o->f = fopen(path, "wb");
   } else {
     /* Made by mkostemp (O_CREAT | O_EXCL: never through a link someone
